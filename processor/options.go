@@ -1,0 +1,95 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-streams/sluice/txn"
+)
+
+// Opt configures an App. Options mirror Kafka Streams' configuration keys;
+// each one's doc names the key and the default.
+type Opt interface{ apply(*config) }
+
+type opt func(*config)
+
+func (o opt) apply(c *config) { o(c) }
+
+type config struct {
+	appID          string
+	brokers        []string
+	guarantee      txn.Guarantee
+	commitInterval time.Duration
+	stateDir       string
+	instanceID     string
+	sessionTimeout time.Duration
+	txnTimeout     time.Duration
+	logger         *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		brokers:        []string{"127.0.0.1:9092"},
+		guarantee:      txn.ExactlyOnce,
+		commitInterval: 100 * time.Millisecond,
+		stateDir:       "/tmp/sluice",
+		sessionTimeout: 10 * time.Second,
+		txnTimeout:     10 * time.Second,
+		logger:         slog.New(slog.DiscardHandler),
+	}
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if c.appID == "" {
+		errs = append(errs, errors.New("processor: application.id is required"))
+	}
+	if len(c.brokers) == 0 {
+		errs = append(errs, errors.New("processor: bootstrap.servers is required"))
+	}
+	if c.commitInterval <= 0 {
+		errs = append(errs, fmt.Errorf("processor: commit.interval must be positive, got %v", c.commitInterval))
+	}
+	if c.stateDir == "" {
+		errs = append(errs, errors.New("processor: state.dir is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// ApplicationID sets application.id: the consumer group, the prefix of the
+// internal topics and of the transactional id. Required.
+func ApplicationID(id string) Opt { return opt(func(c *config) { c.appID = id }) }
+
+// Brokers sets bootstrap.servers. Default 127.0.0.1:9092.
+func Brokers(addrs ...string) Opt {
+	return opt(func(c *config) { c.brokers = append([]string(nil), addrs...) })
+}
+
+// Guarantee sets processing.guarantee. Default txn.ExactlyOnce.
+func Guarantee(g txn.Guarantee) Opt { return opt(func(c *config) { c.guarantee = g }) }
+
+// CommitInterval sets commit.interval: how often the instance ends its
+// transaction (or commits offsets). Default 100ms.
+func CommitInterval(d time.Duration) Opt { return opt(func(c *config) { c.commitInterval = d }) }
+
+// StateDir sets state.dir, the root of the local stores. Default /tmp/sluice.
+func StateDir(dir string) Opt { return opt(func(c *config) { c.stateDir = dir }) }
+
+// InstanceID sets group.instance.id: the instance becomes a static member of
+// the group (KIP-345), so a restart within the session timeout causes no
+// rebalance, and the id suffixes the transactional id, so a restarted instance
+// fences its dead incarnation and aborts the transaction it left open.
+// Default: dynamic membership, with a transactional id generated once and kept
+// in state.dir.
+func InstanceID(id string) Opt { return opt(func(c *config) { c.instanceID = id }) }
+
+// SessionTimeout sets session.timeout.ms of the consumer group. Default 10s.
+func SessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.sessionTimeout = d }) }
+
+// TransactionTimeout sets transaction.timeout.ms. Default 10s.
+func TransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.txnTimeout = d }) }
+
+// Logger sets the logger. Default: discard.
+func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
