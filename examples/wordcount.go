@@ -1,0 +1,41 @@
+package examples
+
+import (
+	"strings"
+
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+)
+
+func init() {
+	register(Example{
+		Name:    "wordcount",
+		Summary: "count words of UTF-8 lines, re-keyed by word through a repartition topic",
+		Params: []Param{
+			{"input", "text-lines", "input topic of UTF-8 lines"},
+			{"output", "word-counts", "output topic: key = word, value = count in decimal"},
+			{"dlq", "text-lines-dlq", "dead-letter topic for lines that are not UTF-8"},
+		},
+		Inputs: []string{"input"},
+		Build: func(p map[string]string) *topology.Topology {
+			return WordCount(p["input"], p["output"], p["dlq"])
+		},
+	})
+}
+
+// Words splits a line the way wordcount counts it.
+func Words(line string) []string { return strings.Fields(strings.ToLower(line)) }
+
+// WordCount reads lines from input, counts words in the store "counts" and
+// writes every updated count to output.
+func WordCount(input, output, dlq string) *topology.Topology {
+	t := topology.New()
+	lines := topology.From(t, input, serde.Bytes, serde.String, topology.DeadLetter(dlq))
+	words := topology.FlatMapValues(lines, Words)
+	counts := topology.Count(
+		topology.GroupBy(words, func(_ []byte, w string) string { return w }, topology.Grouped("counts", serde.String, serde.String)),
+		topology.Materialized("counts", serde.String, serde.Int64),
+	)
+	topology.To(topology.ToStream(counts), output, serde.String, serde.Int64Text)
+	return t
+}

@@ -1,0 +1,156 @@
+package exec
+
+import (
+	"time"
+
+	"github.com/sluice-streams/sluice/store"
+)
+
+// Header is a record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is a record inside a task: key and value decoded, timestamp in
+// milliseconds since the epoch.
+type Record struct {
+	Key       any
+	Value     any
+	Timestamp int64
+	Headers   []Header
+}
+
+// Processor is one operator instance inside one task. It is called from the
+// task's goroutine only.
+type Processor interface {
+	Init(ctx Context) error
+	Process(r Record) error
+	Close() error
+}
+
+// PunctuationType says which clock drives a punctuation.
+type PunctuationType int
+
+const (
+	// StreamTime punctuations fire as the task's stream time (the largest
+	// record timestamp seen) advances: deterministic under replay.
+	StreamTime PunctuationType = iota
+	// WallClockTime punctuations fire on the system clock, checked between
+	// polls.
+	WallClockTime
+)
+
+// Context is what a Processor sees of its task.
+type Context interface {
+	// Forward passes r to every child of the node.
+	Forward(r Record) error
+	// ForwardTo passes r to the named child only.
+	ForwardTo(child string, r Record) error
+	// Store returns the named store; the node must have declared it.
+	Store(name string) *store.Staged
+	// Send produces a record to topic (internal: a repartition topic named
+	// without the application id) inside the current transaction,
+	// partitioned by the key bytes.
+	Send(topic string, internal bool, key, value []byte, headers []Header, ts int64) error
+	// RecordMeta is the input record being processed: the coordinates of
+	// the record that the current call chain started from. ok is false in
+	// a punctuation.
+	RecordMeta() (topic string, partition int32, offset int64, ok bool)
+	// TaskID names the task, e.g. "1_3" for partition 3 of sub-topology 1.
+	TaskID() string
+	// Partition is the task's partition.
+	Partition() int32
+	// StreamTime is the largest record timestamp the task has seen.
+	StreamTime() int64
+	// Schedule calls fn every interval of the given clock until cancel.
+	Schedule(interval time.Duration, typ PunctuationType, fn func(ts int64) error) (cancel func())
+}
+
+// Kind is the kind of a node.
+type Kind int
+
+const (
+	KindSource Kind = iota
+	KindProcessor
+	KindSink
+)
+
+// Node is one vertex of the plan. Nodes are created by the DSL and are
+// immutable once a Plan is built.
+type Node struct {
+	Name     string
+	Kind     Kind
+	Children []*Node
+	Parents  []*Node
+
+	// Source and sink: the topic(s); Internal topics are named without the
+	// application id, which the runtime prefixes.
+	Topics   []string
+	Internal bool
+
+	// Source: Decode turns raw bytes into the typed key and value. A nil
+	// key or value (Kafka null) is passed to Decode as nil.
+	Decode func(key, value []byte) (k, v any, err error)
+	// Source: DeadLetter names the topic that records failing Decode go to
+	// (with their origin in headers); empty means a decode error stops the
+	// instance without committing the record.
+	DeadLetter string
+
+	// Processor: New makes the operator instance for one task.
+	New func() Processor
+	// Stores names the stores the processor uses.
+	Stores []string
+
+	// Sink: Encode turns key and value into bytes.
+	Encode func(k, v any) (key, value []byte, err error)
+}
+
+// Store describes a store the plan needs.
+type Store struct {
+	Name string
+	// InMemory stores keep no local checkpoint: they restore from the
+	// whole changelog on every open.
+	InMemory bool
+	// Cache folds repeated updates of a key within a commit into one
+	// changelog record.
+	Cache bool
+}
+
+// SubTopology is a connected part of the plan: the unit of a task.
+type SubTopology struct {
+	ID      int
+	Sources []*Node // in creation order
+	Nodes   []*Node // all nodes, in creation order
+	Stores  []string
+}
+
+// SourceTopics lists the topics the sub-topology reads, with whether each
+// is internal.
+func (s *SubTopology) SourceTopics() (topics []string, internal []bool) {
+	for _, n := range s.Sources {
+		for _, t := range n.Topics {
+			topics = append(topics, t)
+			internal = append(internal, n.Internal)
+		}
+	}
+	return topics, internal
+}
+
+// Plan is a built topology.
+type Plan struct {
+	Subs   []*SubTopology
+	Stores map[string]*Store
+	// StoreSub maps a store name to the sub-topology that owns it.
+	StoreSub map[string]int
+}
+
+// Headers that the runtime writes on dead-letter records.
+const (
+	HeaderSourceTopic     = "sluice.source.topic"
+	HeaderSourcePartition = "sluice.source.partition"
+	HeaderSourceOffset    = "sluice.source.offset"
+	HeaderSourceTimestamp = "sluice.source.timestamp"
+	HeaderErrorClass      = "sluice.error.class"
+	HeaderErrorMessage    = "sluice.error.message"
+)

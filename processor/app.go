@@ -1,0 +1,615 @@
+package processor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/txn"
+)
+
+// ErrDataLoss is returned when input records were lost (offset out of range,
+// or truncated logs) under exactly_once: sluice stops loudly instead of
+// silently resetting.
+var ErrDataLoss = errors.New("processor: input records lost")
+
+// App runs a topology as one instance of an application. Instances with the
+// same application.id share the work.
+type App struct {
+	cfg  config
+	plan *exec.Plan
+	log  *slog.Logger
+
+	// resolved at Run
+	subOf      map[string]int // runtime source topic → sub-topology
+	partitions map[int]int32  // sub-topology → tasks
+	changelogs map[string]bool
+	txnID      string
+	dir        string
+
+	stats Stats
+}
+
+// Stats are cumulative counters of an instance, for progress reports and
+// tests.
+type Stats struct {
+	Processed atomic.Int64 // input records processed and committed
+	Commits   atomic.Int64
+	Aborts    atomic.Int64
+	Restored  atomic.Int64 // changelog records restored
+	Tasks     atomic.Int64 // tasks currently owned
+}
+
+// New validates the configuration and the topology. It starts nothing.
+func New(t *topology.Topology, opts ...Opt) (*App, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	built, err := t.Build()
+	if err := errors.Join(err, cfg.validate()); err != nil {
+		return nil, err
+	}
+	return &App{cfg: cfg, plan: built.Plan(), log: cfg.logger}, nil
+}
+
+// Stats returns the instance's counters.
+func (a *App) Stats() *Stats { return &a.stats }
+
+// Run runs the instance until ctx is canceled (then it commits, closes its
+// tasks and leaves the group, returning nil) or a fatal error.
+func (a *App) Run(ctx context.Context) error {
+	a.dir = filepath.Join(a.cfg.stateDir, a.cfg.appID)
+	if err := os.MkdirAll(a.dir, 0o755); err != nil {
+		return fmt.Errorf("processor: state.dir: %w", err)
+	}
+	unlock, err := lockDir(a.dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	inst := a.cfg.instanceID
+	if inst == "" {
+		if inst, err = persistentID(a.dir); err != nil {
+			return err
+		}
+	}
+	a.txnID = a.cfg.appID + "-" + inst
+	if err := a.prepareTopics(ctx); err != nil {
+		return err
+	}
+	for {
+		err := a.runSession(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fatal fatalError
+		if err == nil || errors.As(err, &fatal) {
+			return err
+		}
+		// The transaction could not end cleanly: rebuild the producer
+		// (a new epoch fences the old one) instead of retrying, and
+		// reopen the tasks from their committed state.
+		a.log.Warn("rebuilding session", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// fatalError stops the instance instead of rebuilding the session.
+type fatalError struct{ err error }
+
+func (f fatalError) Error() string { return f.err.Error() }
+func (f fatalError) Unwrap() error { return f.err }
+
+// prepareTopics resolves partition counts and creates the internal topics
+// with the partition counts and configs they need.
+func (a *App) prepareTopics(ctx context.Context) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	a.subOf = map[string]int{}
+	var user []string
+	for _, sub := range a.plan.Subs {
+		topics, internal := sub.SourceTopics()
+		for i, t := range topics {
+			if internal[i] {
+				t = internalTopic(a.cfg.appID, t)
+			} else {
+				user = append(user, t)
+			}
+			a.subOf[t] = sub.ID
+		}
+	}
+	details, err := adm.ListTopics(ctx, user...)
+	if err != nil {
+		return fmt.Errorf("processor: list source topics: %w", err)
+	}
+	counts := map[string]int32{}
+	for _, t := range user {
+		d, ok := details[t]
+		if !ok || d.Err != nil {
+			return fatalError{fmt.Errorf("processor: source topic %q does not exist; create it first", t)}
+		}
+		counts[t] = int32(len(d.Partitions))
+	}
+	// Sub-topologies reading repartition topics get their width from the
+	// sub-topology writing them: iterate to a fixpoint.
+	writer := map[string]int{} // runtime repartition topic → writing sub
+	for _, sub := range a.plan.Subs {
+		for _, n := range sub.Nodes {
+			if n.Kind == exec.KindSink && n.Internal {
+				writer[internalTopic(a.cfg.appID, n.Topics[0])] = sub.ID
+			}
+		}
+	}
+	a.partitions = map[int]int32{}
+	for range len(a.plan.Subs) + 1 {
+		for _, sub := range a.plan.Subs {
+			topics, internal := sub.SourceTopics()
+			var w int32
+			for i, t := range topics {
+				if internal[i] {
+					t = internalTopic(a.cfg.appID, t)
+					w = max(w, a.partitions[writer[t]])
+				} else {
+					w = max(w, counts[t])
+				}
+			}
+			a.partitions[sub.ID] = w
+		}
+	}
+	// Co-partitioned user inputs must agree.
+	for _, sub := range a.plan.Subs {
+		topics, internal := sub.SourceTopics()
+		for i, t := range topics {
+			if !internal[i] && counts[t] != a.partitions[sub.ID] {
+				return fatalError{fmt.Errorf("processor: sub-topology %d reads %s with %d partitions but needs %d: co-partitioned inputs must have equal partition counts", sub.ID, t, counts[t], a.partitions[sub.ID])}
+			}
+		}
+	}
+	want := map[string]struct {
+		n       int32
+		configs map[string]*string
+	}{}
+	for topic, sub := range writer {
+		want[topic] = struct {
+			n       int32
+			configs map[string]*string
+		}{a.partitions[sub], nil}
+	}
+	a.changelogs = map[string]bool{}
+	compact := "compact"
+	for name, sub := range a.plan.StoreSub {
+		t := changelogTopic(a.cfg.appID, name)
+		a.changelogs[t] = true
+		want[t] = struct {
+			n       int32
+			configs map[string]*string
+		}{a.partitions[sub], map[string]*string{"cleanup.policy": &compact}}
+	}
+	names := make([]string, 0, len(want))
+	for t := range want {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	existing, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("processor: list internal topics: %w", err)
+	}
+	for _, t := range names {
+		w := want[t]
+		if d, ok := existing[t]; ok && d.Err == nil {
+			if int32(len(d.Partitions)) != w.n {
+				return fatalError{fmt.Errorf("processor: internal topic %s has %d partitions, needs %d (reset the application to change its partitioning)", t, len(d.Partitions), w.n)}
+			}
+			continue
+		}
+		resp, err := adm.CreateTopic(ctx, w.n, -1, w.configs, t)
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("processor: create %s: %w", t, err)
+		}
+		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("processor: create %s: %w", t, resp.Err)
+		}
+	}
+	return nil
+}
+
+// event is a partition change reported by the group, handled by the loop.
+type event struct {
+	assigned bool // else revoked or lost
+	parts    map[string][]int32
+}
+
+// instance is the state of one session: the loop's goroutine owns all of it
+// except evMu/events, which the group callbacks append to.
+type instance struct {
+	a     *App
+	sess  txn.Session
+	adm   *kadm.Client
+	tasks map[taskID]*task
+
+	evMu   sync.Mutex
+	events []event
+
+	prodMu  sync.Mutex
+	prodErr error
+
+	inTxn      bool
+	txnStart   time.Time
+	uncommited int64
+}
+
+func (a *App) runSession(ctx context.Context) (err error) {
+	in := &instance{a: a, tasks: map[taskID]*task{}}
+	topics := make([]string, 0, len(a.subOf))
+	for t := range a.subOf {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	changelogs := a.changelogs
+	hashed := kgo.StickyKeyPartitioner(nil)
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(a.cfg.brokers...),
+		kgo.ConsumerGroup(a.cfg.appID),
+		kgo.ConsumeTopics(topics...),
+		kgo.Balancers(&assignor{subOf: a.subOf}),
+		kgo.SessionTimeout(a.cfg.sessionTimeout),
+		kgo.TransactionTimeout(a.cfg.txnTimeout),
+		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner(), hashed: hashed}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{true, m}) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
+		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.ProducerLinger(0),
+		kgo.MaxBufferedRecords(1 << 20),
+	}
+	if a.cfg.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(a.cfg.instanceID))
+	}
+	in.sess, err = txn.NewSession(a.cfg.guarantee, a.txnID, opts...)
+	if err != nil {
+		return fatalError{err}
+	}
+	in.adm = kadm.NewClient(in.sess.Client())
+	defer func() {
+		in.closeTasks(in.allTasks())
+		in.sess.Close()
+		a.stats.Tasks.Store(0)
+	}()
+	return in.loop(ctx)
+}
+
+func (in *instance) enqueue(e event) {
+	in.evMu.Lock()
+	in.events = append(in.events, e)
+	in.evMu.Unlock()
+}
+
+func (in *instance) takeEvents() []event {
+	in.evMu.Lock()
+	defer in.evMu.Unlock()
+	evs := in.events
+	in.events = nil
+	return evs
+}
+
+// send produces inside the current transaction, remembering the first
+// failure so that the transaction aborts instead of committing a gap.
+func (in *instance) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	in.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil {
+			in.prodMu.Lock()
+			if in.prodErr == nil {
+				in.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
+			}
+			in.prodMu.Unlock()
+		}
+		if promise != nil {
+			promise(r, err)
+		}
+	})
+}
+
+func (in *instance) loop(ctx context.Context) error {
+	interval := in.a.cfg.commitInterval
+	for {
+		if !in.inTxn {
+			if err := in.sess.Begin(); err != nil {
+				return err
+			}
+			in.inTxn, in.txnStart = true, time.Now()
+		}
+		if ctx.Err() != nil {
+			_, err := in.end(true)
+			return err
+		}
+		pctx, cancel := context.WithDeadline(ctx, in.txnStart.Add(interval))
+		fs := in.sess.PollFetches(pctx)
+		cancel()
+		if fs.IsClientClosed() {
+			return nil
+		}
+		if err := in.handleEvents(ctx); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			var lost *kgo.ErrDataLoss
+			if errors.As(err, &lost) || errors.Is(err, kerr.OffsetOutOfRange) {
+				ferr = errors.Join(ferr, fatalError{fmt.Errorf("%w: %s/%d: %v", ErrDataLoss, t, p, err)})
+				return
+			}
+			in.a.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		})
+		if ferr != nil {
+			in.end(false)
+			return ferr
+		}
+		var perr error
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if perr != nil || len(fp.Records) == 0 {
+				return
+			}
+			sub, ok := in.a.subOf[fp.Topic]
+			if !ok {
+				perr = fmt.Errorf("processor: records of unexpected topic %s", fp.Topic)
+				return
+			}
+			t := in.tasks[taskID{sub, fp.Partition}]
+			if t == nil {
+				// Committing the offsets of records no task processed
+				// would lose them: stop this transaction instead.
+				perr = fmt.Errorf("processor: records of %s/%d, which no task owns", fp.Topic, fp.Partition)
+				return
+			}
+			for _, r := range fp.Records {
+				if err := t.process(r); err != nil {
+					perr = err
+					return
+				}
+			}
+			in.uncommited += int64(len(fp.Records))
+		})
+		if perr != nil {
+			// A record that cannot be processed stops the instance
+			// without committing it (invariant 6): it is reprocessed
+			// after the fix.
+			in.end(false)
+			return fatalError{perr}
+		}
+		now := time.Now().UnixMilli()
+		for _, t := range in.tasks {
+			if err := t.punctuate(exec.WallClockTime, now); err != nil {
+				in.end(false)
+				return fatalError{err}
+			}
+		}
+		if time.Since(in.txnStart) >= interval {
+			if _, err := in.end(true); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// end flushes the tasks and ends the transaction; then it applies (commit)
+// or discards (abort) every task's stage. This is the commit sequence of
+// DESIGN.md.
+func (in *instance) end(commit bool) (bool, error) {
+	if !in.inTxn {
+		return false, nil
+	}
+	in.inTxn = false
+	for _, t := range in.tasks {
+		t.flush()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), in.a.cfg.txnTimeout+10*time.Second)
+	defer cancel()
+	in.prodMu.Lock()
+	failed := in.prodErr
+	in.prodMu.Unlock()
+	if failed != nil {
+		commit = false
+	}
+	committed, err := in.sess.End(ctx, commit)
+	in.prodMu.Lock()
+	if err == nil && in.prodErr != nil && committed {
+		// A record failed after End's flush began; Kafka aborted the
+		// transaction for us and End reports it, but be defensive.
+		err = in.prodErr
+	}
+	failed = in.prodErr
+	in.prodErr = nil
+	in.prodMu.Unlock()
+	if committed {
+		for _, t := range in.tasks {
+			if cerr := t.commit(); cerr != nil {
+				return true, cerr
+			}
+		}
+		in.a.stats.Commits.Add(1)
+		in.a.stats.Processed.Add(in.uncommited)
+	} else {
+		for _, t := range in.tasks {
+			t.abort()
+		}
+		in.a.stats.Aborts.Add(1)
+	}
+	in.uncommited = 0
+	if err != nil {
+		return committed, fmt.Errorf("processor: end transaction: %w", err)
+	}
+	if failed != nil && commit {
+		return false, failed
+	}
+	return committed, nil
+}
+
+// handleEvents applies partition changes: a revocation first ends the open
+// transaction (it aborts: the session saw the rebalance) and closes the
+// tasks that left; an assignment opens and restores the new tasks.
+func (in *instance) handleEvents(ctx context.Context) error {
+	evs := in.takeEvents()
+	if len(evs) == 0 {
+		return nil
+	}
+	owned := map[taskID]bool{}
+	for id := range in.tasks {
+		owned[id] = true
+	}
+	revoked := false
+	for _, e := range evs {
+		for topic, ps := range e.parts {
+			sub, ok := in.a.subOf[topic]
+			if !ok {
+				continue
+			}
+			for _, p := range ps {
+				owned[taskID{sub, p}] = e.assigned
+				if !e.assigned {
+					revoked = true
+				}
+			}
+		}
+	}
+	if revoked {
+		if _, err := in.end(true); err != nil {
+			return err
+		}
+	}
+	var closing []*task
+	for id, t := range in.tasks {
+		if !owned[id] {
+			closing = append(closing, t)
+		}
+	}
+	in.closeTasks(closing)
+	for id, own := range owned {
+		if !own || in.tasks[id] != nil {
+			continue
+		}
+		if err := in.openTask(ctx, id); err != nil {
+			return err
+		}
+	}
+	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	return nil
+}
+
+func (in *instance) openTask(ctx context.Context, id taskID) error {
+	sub := in.a.plan.Subs[id.sub]
+	t, err := newTask(id, sub, in.a.plan, in.a.cfg.appID, in.a.dir, in.send)
+	if err != nil {
+		return fatalError{err}
+	}
+	start := time.Now()
+	var total int64
+	for _, name := range t.order {
+		n, err := restore(ctx, in.adm, in.a.cfg.brokers, changelogTopic(in.a.cfg.appID, name), id.partition, t.engines[name], 2*in.a.cfg.txnTimeout)
+		if err != nil {
+			t.close()
+			return fmt.Errorf("processor: task %s: %w", id, err)
+		}
+		total += n
+	}
+	in.a.stats.Restored.Add(total)
+	if err := t.init(); err != nil {
+		t.close()
+		return fatalError{err}
+	}
+	in.tasks[id] = t
+	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (in *instance) allTasks() []*task {
+	ts := make([]*task, 0, len(in.tasks))
+	for _, t := range in.tasks {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func (in *instance) closeTasks(ts []*task) {
+	for _, t := range ts {
+		if err := t.close(); err != nil {
+			in.a.log.Warn("close task", "task", t.id.String(), "err", err)
+		}
+		delete(in.tasks, t.id)
+		in.a.log.Info("task closed", "task", t.id.String())
+	}
+}
+
+// partitioner sends changelog records to the task's partition and hashes
+// everything else by key with Kafka's default (murmur2) partitioner, so that
+// repartition topics and co-partitioned user topics agree.
+type partitioner struct {
+	changelogs map[string]bool
+	manual     kgo.Partitioner
+	hashed     kgo.Partitioner
+}
+
+func (p *partitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if p.changelogs[t] {
+		return p.manual.ForTopic(t)
+	}
+	return p.hashed.ForTopic(t)
+}
+
+// lockDir takes an exclusive lock on dir so that two instances never share
+// a state directory.
+func lockDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("processor: lock state dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fatalError{fmt.Errorf("processor: state dir %s is in use by another instance: %w", dir, err)}
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// persistentID returns the instance id kept in dir, creating it once.
+func persistentID(dir string) (string, error) {
+	path := filepath.Join(dir, "instance.id")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("processor: write instance id: %w", err)
+	}
+	return id, nil
+}

@@ -1,0 +1,149 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/txn"
+)
+
+// testBrokers starts an in-process broker, or uses SLUICE_TEST_BROKERS.
+func testBrokers(t *testing.T) []string {
+	t.Helper()
+	if s := os.Getenv("SLUICE_TEST_BROKERS"); s != "" {
+		return strings.Split(s, ",")
+	}
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b.Addrs()
+}
+
+func uniq(t *testing.T, s string) string {
+	return fmt.Sprintf("%s-%d", s, time.Now().UnixNano()%1e9)
+}
+
+// readAll reads topic from the start to its end offsets, read_committed.
+func readAll(t *testing.T, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: timed out with %v left", topic, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
+func TestWordCountEndToEnd(t *testing.T) {
+	addrs := testBrokers(t)
+	ctx := context.Background()
+	in, out := uniq(t, "lines"), uniq(t, "counts")
+	if err := broker.CreateTopic(ctx, addrs, in, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.CreateTopic(ctx, addrs, out, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	want := map[string]int64{}
+	var words int64
+	for i := range 2000 {
+		line := fmt.Sprintf("the Quick w%d fox w%d", i%7, i%13)
+		for _, w := range examples.Words(line) {
+			want[w]++
+			words++
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Value: []byte(line)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, err := processor.New(examples.WordCount(in, out, in+"-dlq"),
+		processor.ApplicationID(uniq(t, "wc")), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.Guarantee(txn.ExactlyOnce),
+		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(rctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	// Every line is read once, every word once more from the repartition topic.
+	for app.Stats().Processed.Load() < 2000+words && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range readAll(t, addrs, out) {
+		n, err := strconv.ParseInt(string(r.Value), 10, 64)
+		if err != nil {
+			t.Fatalf("bad count %q", r.Value)
+		}
+		if n != got[string(r.Key)]+1 {
+			t.Errorf("word %q: update %d after %d", r.Key, n, got[string(r.Key)])
+		}
+		got[string(r.Key)] = n
+	}
+	for w, n := range want {
+		if got[w] != n {
+			t.Errorf("word %q: got %d, want %d", w, got[w], n)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d words, want %d", len(got), len(want))
+	}
+}

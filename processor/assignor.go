@@ -1,0 +1,141 @@
+package processor
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// assignor is sluice's group balancer, run by the group leader. It maps
+// tasks, not partitions: task (s, p) is partition p of every source topic of
+// sub-topology s, so co-partitioned inputs always land on one instance. It
+// is sticky: a task stays with the member that owned it while that member is
+// not over its fair share. Rebalancing is eager (every member gives up its
+// partitions, then gets its new set), which fits transactions: the
+// transaction open at a rebalance aborts.
+type assignor struct {
+	subOf map[string]int // runtime source topic → sub-topology
+}
+
+func (*assignor) ProtocolName() string { return "sluice" }
+func (*assignor) IsCooperative() bool  { return false }
+
+func (*assignor) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version = 3
+	meta.Topics = interests
+	meta.Generation = generation
+	topics := make([]string, 0, len(current))
+	for t := range current {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		op := kmsg.NewConsumerMemberMetadataOwnedPartition()
+		op.Topic = t
+		op.Partitions = append([]int32(nil), current[t]...)
+		meta.OwnedPartitions = append(meta.OwnedPartitions, op)
+	}
+	return meta.AppendTo(nil)
+}
+
+func (*assignor) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
+	return kgo.ParseConsumerSyncAssignment(b)
+}
+
+func (a *assignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	b, err := kgo.NewConsumerBalancer(a, members)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, b.MemberTopics(), nil
+}
+
+func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
+	// The tasks: for each sub-topology, as many as its widest source.
+	width := map[int]int32{}
+	bySub := map[int][]string{}
+	for topic, n := range topics {
+		s, ok := a.subOf[topic]
+		if !ok {
+			continue
+		}
+		bySub[s] = append(bySub[s], topic)
+		width[s] = max(width[s], n)
+	}
+	var tasks []taskID
+	for s, w := range width {
+		sort.Strings(bySub[s])
+		for p := int32(0); p < w; p++ {
+			tasks = append(tasks, taskID{s, p})
+		}
+	}
+	sort.Slice(tasks, func(i, j int) bool {
+		if tasks[i].partition != tasks[j].partition {
+			return tasks[i].partition < tasks[j].partition
+		}
+		return tasks[i].sub < tasks[j].sub
+	})
+
+	members := b.Members()
+	ids := make([]int, len(members))
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.Slice(ids, func(i, j int) bool { return members[ids[i]].MemberID < members[ids[j]].MemberID })
+
+	// Previous owners, from the owned partitions each member reported.
+	prev := map[taskID]int{}
+	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
+		idx := 0
+		for i := range members {
+			if members[i].MemberID == m.MemberID {
+				idx = i
+			}
+		}
+		for _, op := range meta.OwnedPartitions {
+			s, ok := a.subOf[op.Topic]
+			if !ok {
+				continue
+			}
+			for _, p := range op.Partitions {
+				prev[taskID{s, p}] = idx
+			}
+		}
+	})
+
+	quota := (len(tasks) + len(members) - 1) / max(len(members), 1)
+	load := make([]int, len(members))
+	owner := map[taskID]int{}
+	for _, t := range tasks {
+		if m, ok := prev[t]; ok && load[m] < quota {
+			owner[t] = m
+			load[m]++
+		}
+	}
+	for _, t := range tasks {
+		if _, ok := owner[t]; ok {
+			continue
+		}
+		best := ids[0]
+		for _, m := range ids {
+			if load[m] < load[best] {
+				best = m
+			}
+		}
+		owner[t] = best
+		load[best]++
+	}
+
+	plan := b.NewPlan()
+	for _, t := range tasks {
+		m := &members[owner[t]]
+		for _, topic := range bySub[t.sub] {
+			if t.partition < topics[topic] {
+				plan.AddPartition(m, topic, t.partition)
+			}
+		}
+	}
+	return plan
+}

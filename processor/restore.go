@@ -1,0 +1,132 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/store"
+)
+
+// restoreBatch is how many changelog records go into one engine batch.
+const restoreBatch = 4096
+
+// restore brings eng up to the committed end of its changelog partition,
+// replaying only the tail past the engine's checkpoint (invariant 2 makes the
+// checkpoint trustworthy). It reads with read_committed (invariant 4) and
+// first waits until no transaction is open on the partition, so that a
+// transaction of the previous owner that is still being decided cannot be
+// missed.
+func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic string, p int32, eng store.Engine, maxWait time.Duration) (restored int64, err error) {
+	deadline := time.Now().Add(maxWait)
+	var end, start int64
+	for {
+		hw, err := listOffset(ctx, adm.ListEndOffsets, topic, p)
+		if err != nil {
+			return 0, err
+		}
+		lso, err := listOffset(ctx, adm.ListCommittedOffsets, topic, p)
+		if err != nil {
+			return 0, err
+		}
+		if lso == hw {
+			end = hw
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("processor: restore %s/%d: a transaction stayed open for %v (last stable offset %d < high watermark %d)", topic, p, maxWait, lso, hw)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if start, err = listOffset(ctx, adm.ListStartOffsets, topic, p); err != nil {
+		return 0, err
+	}
+	cp, err := eng.Checkpoint()
+	if err != nil {
+		return 0, err
+	}
+	from := start
+	if cp != store.NoCheckpoint {
+		from = cp + 1
+		// A checkpoint outside the log means the changelog was truncated
+		// or recreated (an application reset): the local copy cannot be
+		// trusted, so restore everything.
+		if from < start || from > end {
+			if err := eng.Wipe(); err != nil {
+				return 0, err
+			}
+			from = start
+		}
+	}
+	if from >= end {
+		return 0, nil
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), // the last offset below the end is often a commit marker
+	)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	batch := make([]store.Write, 0, restoreBatch)
+	last := from - 1
+	for last < end-1 {
+		pctx, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
+		fs := cl.PollFetches(pctx)
+		cancel()
+		var ferr error
+		fs.EachError(func(t string, part int32, err error) {
+			ferr = errors.Join(ferr, fmt.Errorf("processor: restore %s/%d: %w", t, part, err))
+		})
+		if ferr != nil {
+			return restored, ferr
+		}
+		for _, r := range fs.Records() {
+			if r.Offset >= end {
+				break
+			}
+			last = r.Offset
+			if r.Attrs.IsControl() {
+				continue
+			}
+			batch = append(batch, store.Write{Key: r.Key, Value: r.Value})
+			restored++
+			if len(batch) == restoreBatch {
+				if err := eng.Apply(batch, last); err != nil {
+					return restored, err
+				}
+				batch = batch[:0]
+			}
+		}
+	}
+	if err := eng.Apply(batch, last); err != nil {
+		return restored, err
+	}
+	return restored, nil
+}
+
+func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, p int32) (int64, error) {
+	lo, err := list(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("processor: list offsets of %s: %w", topic, err)
+	}
+	o, ok := lo.Lookup(topic, p)
+	if !ok {
+		return 0, fmt.Errorf("processor: list offsets of %s: partition %d missing", topic, p)
+	}
+	if o.Err != nil {
+		return 0, fmt.Errorf("processor: list offsets of %s/%d: %w", topic, p, o.Err)
+	}
+	return o.Offset, nil
+}

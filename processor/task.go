@@ -1,0 +1,389 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/store"
+)
+
+// taskID is (sub-topology, partition), printed as "1_3".
+type taskID struct {
+	sub       int
+	partition int32
+}
+
+func (id taskID) String() string { return strconv.Itoa(id.sub) + "_" + strconv.Itoa(int(id.partition)) }
+
+// sender is how a task produces: into the instance's current transaction.
+// promise may be nil.
+type sender func(r *kgo.Record, promise func(*kgo.Record, error))
+
+// task runs one sub-topology on one partition. It is a deterministic state
+// machine driven by the instance loop: no goroutines, no wall clock except
+// what the loop passes in.
+//
+// Lifecycle: created → restored (open) → running ⇄ (commit | abort) → closed.
+//
+//	| from     | to       | when                                         |
+//	| created  | running  | stores opened and restored from changelogs   |
+//	| running  | running  | commit (apply stage) or abort (discard)      |
+//	| running  | closed   | partitions revoked or lost, or shutdown      |
+type task struct {
+	id      taskID
+	sub     *exec.SubTopology
+	appID   string
+	send    sender
+	sources map[string]*nodeInst // runtime topic name → source
+	nodes   []*nodeInst
+
+	stores  map[string]*store.Staged
+	engines map[string]store.Engine
+	order   []string // store names, sorted, for deterministic flushes
+
+	// changelog offsets reached in the open transaction, set by produce
+	// promises (another goroutine), read after End.
+	clMu      sync.Mutex
+	clOffsets map[string]int64
+
+	streamTime, committedStreamTime int64
+	cur                             recordMeta
+	punctuators                     []*punctuator
+	processed                       int64
+}
+
+type recordMeta struct {
+	topic     string
+	partition int32
+	offset    int64
+	ok        bool
+}
+
+type punctuator struct {
+	interval time.Duration
+	typ      exec.PunctuationType
+	next     int64 // ms
+	fn       func(ts int64) error
+	canceled bool
+}
+
+func changelogTopic(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
+
+func internalTopic(appID, name string) string { return appID + "-" + name }
+
+// newTask builds the task's operator instances and opens its stores (not yet
+// restored).
+func newTask(id taskID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir string, send sender) (*task, error) {
+	t := &task{
+		id: id, sub: sub, appID: appID, send: send,
+		sources:    map[string]*nodeInst{},
+		stores:     map[string]*store.Staged{},
+		engines:    map[string]store.Engine{},
+		clOffsets:  map[string]int64{},
+		streamTime: -1, committedStreamTime: -1,
+	}
+	insts := map[*exec.Node]*nodeInst{}
+	for _, n := range sub.Nodes {
+		ni := &nodeInst{node: n, t: t}
+		if n.Kind == exec.KindSink {
+			ni.topic = n.Topics[0]
+			if n.Internal {
+				ni.topic = internalTopic(appID, ni.topic)
+			}
+		}
+		insts[n] = ni
+		t.nodes = append(t.nodes, ni)
+		if n.Kind == exec.KindSource {
+			for _, topic := range n.Topics {
+				if n.Internal {
+					topic = internalTopic(appID, topic)
+				}
+				t.sources[topic] = ni
+			}
+		}
+	}
+	for _, ni := range t.nodes {
+		for _, c := range ni.node.Children {
+			ci := insts[c]
+			ni.children = append(ni.children, ci)
+			if ni.byName == nil {
+				ni.byName = map[string]*nodeInst{}
+			}
+			ni.byName[c.Name] = ci
+		}
+	}
+	for _, name := range sub.Stores {
+		spec := plan.Stores[name]
+		var eng store.Engine
+		if spec.InMemory {
+			eng = store.NewMemory()
+		} else {
+			dir := filepath.Join(stateDir, id.String(), name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.closeStores()
+				return nil, fmt.Errorf("processor: task %s: %w", id, err)
+			}
+			var err error
+			if eng, err = store.OpenPebble(dir); err != nil {
+				t.closeStores()
+				return nil, fmt.Errorf("processor: task %s: open store %s: %w", id, name, err)
+			}
+		}
+		var opts []store.StagedOption
+		if !spec.Cache {
+			opts = append(opts, store.WithoutCache())
+		}
+		st := store.NewStaged(name, eng, opts...)
+		topic := changelogTopic(appID, name)
+		st.SetChangelog(func(k, v []byte) {
+			t.send(&kgo.Record{Topic: topic, Partition: id.partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
+				if err != nil {
+					return // the instance sees the error through its own promise accounting
+				}
+				t.clMu.Lock()
+				if o, ok := t.clOffsets[name]; !ok || r.Offset > o {
+					t.clOffsets[name] = r.Offset
+				}
+				t.clMu.Unlock()
+			})
+		})
+		t.stores[name] = st
+		t.engines[name] = eng
+		t.order = append(t.order, name)
+	}
+	return t, nil
+}
+
+// init initializes the operators, after restore.
+func (t *task) init() error {
+	for _, ni := range t.nodes {
+		if ni.node.Kind != exec.KindProcessor {
+			continue
+		}
+		ni.proc = ni.node.New()
+		if err := ni.proc.Init(ni); err != nil {
+			return fmt.Errorf("processor: task %s: init %s: %w", t.id, ni.node.Name, err)
+		}
+	}
+	return nil
+}
+
+// process runs one input record through the sub-topology.
+func (t *task) process(r *kgo.Record) error {
+	src := t.sources[r.Topic]
+	if src == nil {
+		return fmt.Errorf("processor: task %s got a record of topic %q it does not read", t.id, r.Topic)
+	}
+	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
+	defer func() { t.cur = recordMeta{} }()
+	t.processed++
+	k, v, err := src.node.Decode(r.Key, r.Value)
+	if err != nil {
+		if src.node.DeadLetter == "" {
+			return fmt.Errorf("processor: task %s: cannot decode %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err)
+		}
+		t.deadLetter(src.node.DeadLetter, r, "deserialization", err)
+		return nil
+	}
+	ts := r.Timestamp.UnixMilli()
+	var hs []exec.Header
+	if len(r.Headers) > 0 {
+		hs = make([]exec.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			hs[i] = exec.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	if err := src.forward(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}); err != nil {
+		return err
+	}
+	if ts > t.streamTime {
+		t.streamTime = ts
+		return t.punctuate(exec.StreamTime, ts)
+	}
+	return nil
+}
+
+// deadLetter writes the original record with its origin in headers
+// (invariant 6).
+func (t *task) deadLetter(topic string, r *kgo.Record, class string, cause error) {
+	hs := append([]kgo.RecordHeader(nil), r.Headers...)
+	hs = append(hs,
+		kgo.RecordHeader{Key: exec.HeaderSourceTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: exec.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+		kgo.RecordHeader{Key: exec.HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+		kgo.RecordHeader{Key: exec.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
+		kgo.RecordHeader{Key: exec.HeaderErrorClass, Value: []byte(class)},
+		kgo.RecordHeader{Key: exec.HeaderErrorMessage, Value: []byte(cause.Error())},
+	)
+	t.send(&kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, nil)
+}
+
+// punctuate fires due punctuators of one clock.
+func (t *task) punctuate(typ exec.PunctuationType, now int64) error {
+	for _, p := range t.punctuators {
+		if p.canceled || p.typ != typ {
+			continue
+		}
+		if p.next < 0 {
+			p.next = now + p.interval.Milliseconds()
+			continue
+		}
+		if now < p.next {
+			continue
+		}
+		for p.next <= now {
+			p.next += p.interval.Milliseconds()
+		}
+		if err := p.fn(now); err != nil {
+			return fmt.Errorf("processor: task %s: punctuation: %w", t.id, err)
+		}
+	}
+	return nil
+}
+
+// flush hands every store's folded writes to the changelog; called before
+// the transaction ends.
+func (t *task) flush() {
+	for _, name := range t.order {
+		t.stores[name].Flush()
+	}
+}
+
+// commit applies the stage to the engines with the changelog offsets the
+// transaction reached (invariant 2). Called only after the transaction
+// committed.
+func (t *task) commit() error {
+	t.clMu.Lock()
+	offsets := t.clOffsets
+	t.clOffsets = map[string]int64{}
+	t.clMu.Unlock()
+	for _, name := range t.order {
+		cp := store.NoCheckpoint
+		if o, ok := offsets[name]; ok {
+			cp = o
+		}
+		if err := t.stores[name].Commit(cp); err != nil {
+			return fmt.Errorf("processor: task %s: %w", t.id, err)
+		}
+	}
+	t.committedStreamTime = t.streamTime
+	return nil
+}
+
+// abort discards the stage; the consumer rewinds to the committed offsets,
+// so the task returns to its committed state.
+func (t *task) abort() {
+	t.clMu.Lock()
+	t.clOffsets = map[string]int64{}
+	t.clMu.Unlock()
+	for _, name := range t.order {
+		t.stores[name].Abort()
+	}
+	t.streamTime = t.committedStreamTime
+}
+
+func (t *task) close() error {
+	var errs []error
+	for _, ni := range t.nodes {
+		if ni.proc != nil {
+			if err := ni.proc.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	errs = append(errs, t.closeStores())
+	return errors.Join(errs...)
+}
+
+func (t *task) closeStores() error {
+	var errs []error
+	for _, name := range t.order {
+		t.stores[name].Abort()
+	}
+	for _, e := range t.engines {
+		errs = append(errs, e.Close())
+	}
+	t.engines = map[string]store.Engine{}
+	return errors.Join(errs...)
+}
+
+// nodeInst is one node in one task; it is the exec.Context of its processor.
+type nodeInst struct {
+	node     *exec.Node
+	t        *task
+	proc     exec.Processor
+	children []*nodeInst
+	byName   map[string]*nodeInst
+	topic    string // sinks: the runtime topic
+}
+
+func (n *nodeInst) forward(r exec.Record) error {
+	for _, c := range n.children {
+		if err := c.receive(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *nodeInst) receive(r exec.Record) error {
+	switch n.node.Kind {
+	case exec.KindSink:
+		k, v, err := n.node.Encode(r.Key, r.Value)
+		if err != nil {
+			return fmt.Errorf("processor: task %s: sink %s: %w", n.t.id, n.node.Name, err)
+		}
+		return n.Send(n.topic, false, k, v, r.Headers, r.Timestamp)
+	default:
+		return n.proc.Process(r)
+	}
+}
+
+func (n *nodeInst) Forward(r exec.Record) error { return n.forward(r) }
+
+func (n *nodeInst) ForwardTo(child string, r exec.Record) error {
+	c := n.byName[child]
+	if c == nil {
+		return fmt.Errorf("processor: %s has no child %q", n.node.Name, child)
+	}
+	return c.receive(r)
+}
+
+func (n *nodeInst) Store(name string) *store.Staged { return n.t.stores[name] }
+
+func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers []exec.Header, ts int64) error {
+	if internal {
+		topic = internalTopic(n.t.appID, topic)
+	}
+	rec := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
+	if len(headers) > 0 {
+		rec.Headers = make([]kgo.RecordHeader, len(headers))
+		for i, h := range headers {
+			rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	n.t.send(rec, nil)
+	return nil
+}
+
+func (n *nodeInst) RecordMeta() (string, int32, int64, bool) {
+	c := n.t.cur
+	return c.topic, c.partition, c.offset, c.ok
+}
+
+func (n *nodeInst) TaskID() string     { return n.t.id.String() }
+func (n *nodeInst) Partition() int32   { return n.t.id.partition }
+func (n *nodeInst) StreamTime() int64  { return n.t.streamTime }
+func (n *nodeInst) Schedule(interval time.Duration, typ exec.PunctuationType, fn func(int64) error) func() {
+	p := &punctuator{interval: interval, typ: typ, next: -1, fn: fn}
+	n.t.punctuators = append(n.t.punctuators, p)
+	return func() { p.canceled = true }
+}

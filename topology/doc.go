@@ -1,0 +1,23 @@
+// Package topology is sluice's typed DSL: it describes a stream processing
+// job as a graph of operators, which Build validates and splits into
+// sub-topologies at repartition topics.
+//
+// Operators are package-level generic functions over small handle structs,
+// because Go methods cannot have their own type parameters:
+//
+//	t := topology.New()
+//	lines := topology.Stream(t, "text-lines", serde.String, serde.String)
+//	words := topology.FlatMapValues(lines, func(l string) []string { return strings.Fields(l) })
+//	byWord := topology.SelectKey(words, func(_ string, w string) string { return w })
+//	counts := topology.Count(topology.GroupByKey(byWord, topology.Grouped("words", serde.String, serde.String)),
+//		topology.Materialized("counts", serde.String, serde.Int64))
+//	topology.To(topology.ToStream(counts), "word-counts", serde.String, serde.Int64Text)
+//	built, err := t.Build() // every mistake at once, joined
+//
+// Anything that becomes a topic or a directory is named by the user: stores,
+// and the repartition topics that GroupBy, GroupByKey after a key change,
+// and Repartition create (<application.id>-<name>-repartition).
+//
+// Types are erased at one boundary: each call captures a typed closure, and
+// at run time fused operators hand values to each other without re-encoding.
+package topology

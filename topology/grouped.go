@@ -1,0 +1,200 @@
+package topology
+
+import (
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/serde"
+)
+
+// Grouping names the repartition topic a grouping may need and gives its
+// serdes. Any field may be left zero: the name then comes from the store of
+// the aggregation that follows, the serdes from the stream.
+type Grouping[K, V any] struct {
+	Name string
+	Key  serde.Serde[K]
+	Val  serde.Serde[V]
+}
+
+// Grouped makes a Grouping.
+func Grouped[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) Grouping[K, V] {
+	return Grouping[K, V]{Name: name, Key: ks, Val: vs}
+}
+
+// GroupedStream is a stream grouped by key, ready for an aggregation.
+type GroupedStream[K, V any] struct {
+	s Stream[K, V]
+	g Grouping[K, V]
+}
+
+// GroupByKey groups s by its current key. When the key was changed upstream
+// (Map, SelectKey, FlatMap, Process), the aggregation that follows first
+// repartitions through <application.id>-<name>-repartition.
+func GroupByKey[K, V any](s Stream[K, V], g ...Grouping[K, V]) GroupedStream[K, V] {
+	gs := GroupedStream[K, V]{s: s}
+	if len(g) > 0 {
+		gs.g = g[0]
+	}
+	return gs
+}
+
+// GroupBy re-keys s with fn and groups by the new key; the aggregation that
+// follows always repartitions.
+func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) K2, g ...Grouping[K2, V]) GroupedStream[K2, V] {
+	return GroupByKey(SelectKey(s, fn), g...)
+}
+
+// prepare repartitions the grouped stream when needed, naming the topic after
+// the grouping or else the store.
+func (g GroupedStream[K, V]) prepare(store string, ks serde.Serde[K]) Stream[K, V] {
+	s := g.s
+	if !s.keyChanged {
+		return s
+	}
+	name := g.g.Name
+	if name == "" {
+		name = store
+	}
+	k, v := g.g.Key, g.g.Val
+	if k == nil {
+		k = s.ks
+	}
+	if k == nil {
+		k = ks
+	}
+	if v == nil {
+		v = s.vs
+	}
+	if v == nil {
+		s.t.errorf(ErrMissingSerde, "grouping %q must repartition and needs a value serde (give one in Grouped)", name)
+		return s
+	}
+	return repartition(s, name, k, v)
+}
+
+// Table is a changelog stream: the latest value per key, as produced by an
+// aggregation. Every update is forwarded downstream.
+type Table[K, V any] struct {
+	t  *Topology
+	n  *exec.Node
+	ks serde.Serde[K]
+	vs serde.Serde[V]
+}
+
+// StoreName is the name of the store that materializes the table.
+func (tb Table[K, V]) StoreName() string { return tb.n.Stores[0] }
+
+// ToStream turns the table's updates into a stream (key, new value).
+func ToStream[K, V any](tb Table[K, V]) Stream[K, V] {
+	return Stream[K, V]{t: tb.t, n: tb.n, ks: tb.ks, vs: tb.vs}
+}
+
+// Aggregate folds each key's records into an accumulator, starting from
+// init(), kept in the store m; every update is forwarded as the table's new
+// value for the key.
+func Aggregate[K, V, A any](g GroupedStream[K, V], init func() A, add func(K, V, A) A, m Materialization[K, A]) Table[K, A] {
+	t := g.s.t
+	if init == nil || add == nil {
+		t.errorf(ErrNilFunction, "Aggregate needs init and add functions")
+	}
+	if !m.register(t) {
+		return Table[K, A]{t: t, n: g.s.n}
+	}
+	s := g.prepare(m.Name(), m.ks)
+	n := t.add(&exec.Node{
+		Name:   t.name(m.Name()+"-aggregate", "AGGREGATE"),
+		Kind:   exec.KindProcessor,
+		Stores: []string{m.Name()},
+		New: func() exec.Processor {
+			return &aggregateProc[K, V, A]{m: m, init: init, add: add}
+		},
+	}, s.n)
+	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs}
+}
+
+type aggregateProc[K, V, A any] struct {
+	m    Materialization[K, A]
+	kv   *KV[K, A]
+	ctx  exec.Context
+	init func() A
+	add  func(K, V, A) A
+}
+
+func (p *aggregateProc[K, V, A]) Init(ctx exec.Context) error {
+	p.ctx, p.kv = ctx, p.m.open(ctx)
+	return nil
+}
+
+func (p *aggregateProc[K, V, A]) Process(r exec.Record) error {
+	k := r.Key.(K)
+	agg, ok, err := p.kv.Get(k)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		agg = p.init()
+	}
+	agg = p.add(k, r.Value.(V), agg)
+	if err := p.kv.Put(k, agg); err != nil {
+		return err
+	}
+	r.Value = agg
+	return p.ctx.Forward(r)
+}
+
+func (p *aggregateProc[K, V, A]) Close() error { return nil }
+
+// Count counts the records per key.
+func Count[K, V any](g GroupedStream[K, V], m Materialization[K, int64]) Table[K, int64] {
+	return Aggregate(g, func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, m)
+}
+
+// Reduce combines each key's values with fn; the first value of a key is
+// stored as is.
+func Reduce[K, V any](g GroupedStream[K, V], fn func(V, V) V, m Materialization[K, V]) Table[K, V] {
+	t := g.s.t
+	if fn == nil {
+		t.errorf(ErrNilFunction, "Reduce needs a function")
+	}
+	if !m.register(t) {
+		return Table[K, V]{t: t, n: g.s.n}
+	}
+	s := g.prepare(m.Name(), m.ks)
+	n := t.add(&exec.Node{
+		Name:   t.name(m.Name()+"-reduce", "REDUCE"),
+		Kind:   exec.KindProcessor,
+		Stores: []string{m.Name()},
+		New: func() exec.Processor {
+			return &reduceProc[K, V]{m: m, fn: fn}
+		},
+	}, s.n)
+	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs}
+}
+
+type reduceProc[K, V any] struct {
+	m   Materialization[K, V]
+	kv  *KV[K, V]
+	ctx exec.Context
+	fn  func(V, V) V
+}
+
+func (p *reduceProc[K, V]) Init(ctx exec.Context) error {
+	p.ctx, p.kv = ctx, p.m.open(ctx)
+	return nil
+}
+
+func (p *reduceProc[K, V]) Process(r exec.Record) error {
+	k, v := r.Key.(K), r.Value.(V)
+	old, ok, err := p.kv.Get(k)
+	if err != nil {
+		return err
+	}
+	if ok {
+		v = p.fn(old, v)
+	}
+	if err := p.kv.Put(k, v); err != nil {
+		return err
+	}
+	r.Value = v
+	return p.ctx.Forward(r)
+}
+
+func (p *reduceProc[K, V]) Close() error { return nil }

@@ -1,0 +1,118 @@
+package topology
+
+import (
+	"time"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+)
+
+// Record is a typed record of the Processor API. Timestamp is in
+// milliseconds since the epoch.
+type Record[K, V any] struct {
+	Key       K
+	Value     V
+	Timestamp int64
+	Headers   []Header
+}
+
+// Processor is user code in the low-level Processor API: one instance per
+// task, called from the task's goroutine only.
+type Processor[KIn, VIn, KOut, VOut any] interface {
+	// Init is called once when the task opens; open stores here.
+	Init(ctx *ProcessorContext[KOut, VOut]) error
+	// Process handles one record. A returned error stops the instance
+	// without committing the record.
+	Process(r Record[KIn, VIn]) error
+	// Close is called when the task closes.
+	Close() error
+}
+
+// PunctuationType selects the clock of a punctuation.
+type PunctuationType = exec.PunctuationType
+
+const (
+	// StreamTime punctuations follow the largest record timestamp seen by
+	// the task: deterministic under replay.
+	StreamTime = exec.StreamTime
+	// WallClockTime punctuations follow the system clock.
+	WallClockTime = exec.WallClockTime
+)
+
+// ProcessorContext is what a Processor sees of its task.
+type ProcessorContext[KOut, VOut any] struct {
+	c exec.Context
+}
+
+func (c *ProcessorContext[KOut, VOut]) execContext() exec.Context { return c.c }
+
+// Forward passes r to every child.
+func (c *ProcessorContext[KOut, VOut]) Forward(r Record[KOut, VOut]) error {
+	return c.c.Forward(exec.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
+}
+
+// ForwardTo passes r to the named child only.
+func (c *ProcessorContext[KOut, VOut]) ForwardTo(child string, r Record[KOut, VOut]) error {
+	return c.c.ForwardTo(child, exec.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
+}
+
+// Schedule calls fn every interval of the chosen clock, with the time that
+// triggered it, until cancel is called or the task closes.
+func (c *ProcessorContext[KOut, VOut]) Schedule(interval time.Duration, typ PunctuationType, fn func(ts int64) error) (cancel func()) {
+	return c.c.Schedule(interval, typ, fn)
+}
+
+// RecordMetadata returns the input topic, partition and offset of the
+// record being processed; ok is false inside a punctuation.
+func (c *ProcessorContext[KOut, VOut]) RecordMetadata() (topic string, partition int32, offset int64, ok bool) {
+	return c.c.RecordMeta()
+}
+
+// TaskID names the task ("<sub-topology>_<partition>").
+func (c *ProcessorContext[KOut, VOut]) TaskID() string { return c.c.TaskID() }
+
+// StreamTime is the largest record timestamp the task has seen.
+func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTime() }
+
+// Process runs user processors made by supplier (one per task) on s, with
+// access to the named stores. The result's key may differ from the input's,
+// so a stateful operator downstream repartitions.
+func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, supplier func() Processor[KIn, VIn, KOut, VOut], stores ...interface{ register(*Topology) bool; Name() string }) Stream[KOut, VOut] {
+	t := s.t
+	if name == "" {
+		t.errorf(ErrMissingName, "a processor must be named")
+	}
+	if supplier == nil {
+		t.errorf(ErrNilFunction, "Process(%q) needs a supplier", name)
+	}
+	var names []string
+	for _, st := range stores {
+		if st.register(t) {
+			names = append(names, st.Name())
+		}
+	}
+	n := t.add(&exec.Node{
+		Name:   t.name(name, "PROCESSOR"),
+		Kind:   exec.KindProcessor,
+		Stores: names,
+		New: func() exec.Processor {
+			return &userProc[KIn, VIn, KOut, VOut]{p: supplier()}
+		},
+	}, s.n)
+	return Stream[KOut, VOut]{t: t, n: n, keyChanged: true}
+}
+
+type userProc[KIn, VIn, KOut, VOut any] struct {
+	p   Processor[KIn, VIn, KOut, VOut]
+	ctx ProcessorContext[KOut, VOut]
+}
+
+func (u *userProc[KIn, VIn, KOut, VOut]) Init(c exec.Context) error {
+	u.ctx.c = c
+	return u.p.Init(&u.ctx)
+}
+
+func (u *userProc[KIn, VIn, KOut, VOut]) Process(r exec.Record) error {
+	return u.p.Process(Record[KIn, VIn]{Key: r.Key.(KIn), Value: r.Value.(VIn), Timestamp: r.Timestamp, Headers: r.Headers})
+}
+
+func (u *userProc[KIn, VIn, KOut, VOut]) Close() error { return u.p.Close() }

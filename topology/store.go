@@ -1,0 +1,152 @@
+package topology
+
+import (
+	"fmt"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
+)
+
+// StoreOption configures a store.
+type StoreOption func(*exec.Store)
+
+// InMemory keeps the store in memory instead of Pebble: it keeps no local
+// checkpoint and restores from the whole changelog whenever its task opens.
+func InMemory() StoreOption { return func(s *exec.Store) { s.InMemory = true } }
+
+// WithoutCache turns off the write cache: every update of a key goes to the
+// changelog, rather than only the last one of each commit.
+func WithoutCache() StoreOption { return func(s *exec.Store) { s.Cache = false } }
+
+// Materialization names and types the store behind an aggregation or a
+// user's processor: KeyValueStore and Materialized make one.
+type Materialization[K, V any] struct {
+	spec *exec.Store
+	ks   serde.Serde[K]
+	vs   serde.Serde[V]
+}
+
+// Name is the store's name.
+func (m Materialization[K, V]) Name() string {
+	if m.spec == nil {
+		return ""
+	}
+	return m.spec.Name
+}
+
+// Materialized describes a key-value store: its name (which names its
+// changelog topic <application.id>-<name>-changelog and its directory) and
+// serdes. Pebble-backed with the write cache on, unless options say otherwise.
+func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
+	spec := &exec.Store{Name: name, Cache: true}
+	for _, o := range opts {
+		o(spec)
+	}
+	return Materialization[K, V]{spec: spec, ks: ks, vs: vs}
+}
+
+// KeyValueStore is Materialized, named for use with Process.
+func KeyValueStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
+	return Materialized(name, ks, vs, opts...)
+}
+
+func (m Materialization[K, V]) register(t *Topology) bool {
+	if m.spec == nil {
+		t.errorf(ErrMissingName, "a store must be named")
+		return false
+	}
+	if m.ks == nil || m.vs == nil {
+		t.errorf(ErrMissingSerde, "store %q needs a key and a value serde", m.spec.Name)
+		return false
+	}
+	if existing, ok := t.stores[m.spec.Name]; ok && existing == m.spec {
+		return true // the same store handed to two processors of one sub-topology
+	}
+	t.addStore(m.spec)
+	return true
+}
+
+// KV is a typed key-value store inside a task. Writes are staged until the
+// task's transaction commits; reads see them at once.
+type KV[K, V any] struct {
+	s  *store.Staged
+	ks serde.Serde[K]
+	vs serde.Serde[V]
+}
+
+// Open returns the store in the task that ctx belongs to. Call it in Init.
+func (m Materialization[K, V]) Open(ctx interface{ execContext() exec.Context }) *KV[K, V] {
+	return &KV[K, V]{s: ctx.execContext().Store(m.spec.Name), ks: m.ks, vs: m.vs}
+}
+
+func (m Materialization[K, V]) open(c exec.Context) *KV[K, V] {
+	return &KV[K, V]{s: c.Store(m.spec.Name), ks: m.ks, vs: m.vs}
+}
+
+// Get returns the value of k.
+func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) {
+	kb, err := kv.ks.Encode(k)
+	if err != nil {
+		return v, false, fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+	}
+	b, ok, err := kv.s.Get(kb)
+	if err != nil || !ok {
+		return v, ok, err
+	}
+	v, err = kv.vs.Decode(b)
+	if err != nil {
+		return v, false, fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+	}
+	return v, true, nil
+}
+
+// Put sets k to v.
+func (kv *KV[K, V]) Put(k K, v V) error {
+	kb, err := kv.ks.Encode(k)
+	if err != nil {
+		return fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+	}
+	vb, err := kv.vs.Encode(v)
+	if err != nil {
+		return fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+	}
+	return kv.s.Put(kb, vb)
+}
+
+// Delete removes k.
+func (kv *KV[K, V]) Delete(k K) error {
+	kb, err := kv.ks.Encode(k)
+	if err != nil {
+		return fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+	}
+	return kv.s.Delete(kb)
+}
+
+// Range calls fn for each entry with an encoded key in [from, to) (nil: open),
+// in byte order of the encoded keys.
+func (kv *KV[K, V]) Range(from, to *K, fn func(K, V) error) error {
+	var fb, tb []byte
+	var err error
+	if from != nil {
+		if fb, err = kv.ks.Encode(*from); err != nil {
+			return err
+		}
+	}
+	if to != nil {
+		if tb, err = kv.ks.Encode(*to); err != nil {
+			return err
+		}
+	}
+	return kv.s.Range(fb, tb, func(kb, vb []byte) error {
+		k, err := kv.ks.Decode(kb)
+		if err != nil {
+			return err
+		}
+		v, err := kv.vs.Decode(vb)
+		if err != nil {
+			return err
+		}
+		return fn(k, v)
+	})
+}

@@ -1,0 +1,304 @@
+package topology
+
+import (
+	"fmt"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/serde"
+)
+
+// Header is a record header.
+type Header = exec.Header
+
+// KeyValue is a key and a value, the element type of FlatMap.
+type KeyValue[K, V any] struct {
+	Key   K
+	Value V
+}
+
+// Stream is a record stream with keys of type K and values of type V.
+type Stream[K, V any] struct {
+	t *Topology
+	n *exec.Node
+	// keyChanged marks a stream whose key was (possibly) changed since it
+	// was read or last repartitioned: a stateful operator downstream must
+	// repartition it first.
+	keyChanged bool
+	ks         serde.Serde[K]
+	vs         serde.Serde[V]
+}
+
+// SourceOption configures a source.
+type SourceOption func(*sourceConfig)
+
+type sourceConfig struct {
+	name       string
+	deadLetter string
+}
+
+// SourceName names the source node (default: generated).
+func SourceName(name string) SourceOption { return func(c *sourceConfig) { c.name = name } }
+
+// DeadLetter sends records that fail to decode to topic, with their key and
+// value bytes unchanged and their origin in headers (sluice.source.topic,
+// .partition, .offset, .timestamp, sluice.error.class, sluice.error.message),
+// inside the same transaction as everything else. Without it, a record that
+// fails to decode stops the instance without committing the record.
+func DeadLetter(topic string) SourceOption { return func(c *sourceConfig) { c.deadLetter = topic } }
+
+// From reads topic, decoding keys with ks and values with vs.
+func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde[V], opts ...SourceOption) Stream[K, V] {
+	var cfg sourceConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if topic == "" {
+		t.errorf(ErrMissingName, "a source needs a topic")
+	}
+	if t.topics[topic] {
+		t.errorf(ErrDuplicateTopic, "topic %q is read by two sources; read it once and reuse the stream", topic)
+	}
+	t.topics[topic] = true
+	if ks == nil || vs == nil {
+		t.errorf(ErrMissingSerde, "source %q needs a key and a value serde", topic)
+	}
+	n := t.add(&exec.Node{
+		Name:       t.name(cfg.name, "SOURCE"),
+		Kind:       exec.KindSource,
+		Topics:     []string{topic},
+		DeadLetter: cfg.deadLetter,
+		Decode:     decoder(ks, vs),
+	})
+	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
+}
+
+func decoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (any, any, error) {
+	return func(kb, vb []byte) (any, any, error) {
+		k, err := ks.Decode(kb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("key: %w", err)
+		}
+		v, err := vs.Decode(vb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("value: %w", err)
+		}
+		return k, v, nil
+	}
+}
+
+func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v any) ([]byte, []byte, error) {
+	return func(k, v any) ([]byte, []byte, error) {
+		kb, err := ks.Encode(k.(K))
+		if err != nil {
+			return nil, nil, fmt.Errorf("key: %w", err)
+		}
+		vb, err := vs.Encode(v.(V))
+		if err != nil {
+			return nil, nil, fmt.Errorf("value: %w", err)
+		}
+		return kb, vb, nil
+	}
+}
+
+// fnProc adapts a function to exec.Processor: the shape of every stateless
+// operator.
+type fnProc struct {
+	ctx exec.Context
+	fn  func(ctx exec.Context, r exec.Record) error
+}
+
+func (p *fnProc) Init(ctx exec.Context) error    { p.ctx = ctx; return nil }
+func (p *fnProc) Process(r exec.Record) error    { return p.fn(p.ctx, r) }
+func (p *fnProc) Close() error                   { return nil }
+func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
+	return func() exec.Processor { return &fnProc{fn: fn} }
+}
+
+func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, ks serde.Serde[K2], vs serde.Serde[V2], fn func(exec.Context, exec.Record) error) Stream[K2, V2] {
+	n := s.t.add(&exec.Node{Name: s.t.name("", kind), Kind: exec.KindProcessor, New: newFn(fn)}, s.n)
+	return Stream[K2, V2]{t: s.t, n: n, keyChanged: keyChanged, ks: ks, vs: vs}
+}
+
+// Map changes key and value; downstream stateful operators repartition.
+func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2] {
+	if fn == nil {
+		s.t.errorf(ErrNilFunction, "Map needs a function")
+	}
+	return stateless[K, V, K2, V2](s, "MAP", true, nil, nil, func(c exec.Context, r exec.Record) error {
+		r.Key, r.Value = fn(r.Key.(K), r.Value.(V))
+		return c.Forward(r)
+	})
+}
+
+// MapValues changes the value only: no repartition is needed downstream.
+func MapValues[K, V, V2 any](s Stream[K, V], fn func(V) V2) Stream[K, V2] {
+	if fn == nil {
+		s.t.errorf(ErrNilFunction, "MapValues needs a function")
+	}
+	return stateless[K, V, K, V2](s, "MAPVALUES", s.keyChanged, s.ks, nil, func(c exec.Context, r exec.Record) error {
+		r.Value = fn(r.Value.(V))
+		return c.Forward(r)
+	})
+}
+
+// FlatMap turns each record into zero or more records with new keys.
+func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) []KeyValue[K2, V2]) Stream[K2, V2] {
+	if fn == nil {
+		s.t.errorf(ErrNilFunction, "FlatMap needs a function")
+	}
+	return stateless[K, V, K2, V2](s, "FLATMAP", true, nil, nil, func(c exec.Context, r exec.Record) error {
+		for _, kv := range fn(r.Key.(K), r.Value.(V)) {
+			r.Key, r.Value = kv.Key, kv.Value
+			if err := c.Forward(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// FlatMapValues turns each value into zero or more values with the same key.
+func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(V) []V2) Stream[K, V2] {
+	if fn == nil {
+		s.t.errorf(ErrNilFunction, "FlatMapValues needs a function")
+	}
+	return stateless[K, V, K, V2](s, "FLATMAPVALUES", s.keyChanged, s.ks, nil, func(c exec.Context, r exec.Record) error {
+		for _, v := range fn(r.Value.(V)) {
+			r.Value = v
+			if err := c.Forward(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Filter keeps the records for which pred is true.
+func Filter[K, V any](s Stream[K, V], pred func(K, V) bool) Stream[K, V] {
+	if pred == nil {
+		s.t.errorf(ErrNilFunction, "Filter needs a predicate")
+	}
+	return stateless[K, V, K, V](s, "FILTER", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
+		if pred(r.Key.(K), r.Value.(V)) {
+			return c.Forward(r)
+		}
+		return nil
+	})
+}
+
+// FilterNot drops the records for which pred is true.
+func FilterNot[K, V any](s Stream[K, V], pred func(K, V) bool) Stream[K, V] {
+	if pred == nil {
+		s.t.errorf(ErrNilFunction, "FilterNot needs a predicate")
+		return Filter(s, nil)
+	}
+	return Filter(s, func(k K, v V) bool { return !pred(k, v) })
+}
+
+// SelectKey sets a new key computed from the record; downstream stateful
+// operators repartition.
+func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
+	if fn == nil {
+		s.t.errorf(ErrNilFunction, "SelectKey needs a function")
+	}
+	return stateless[K, V, K2, V](s, "SELECTKEY", true, nil, s.vs, func(c exec.Context, r exec.Record) error {
+		r.Key = fn(r.Key.(K), r.Value.(V))
+		return c.Forward(r)
+	})
+}
+
+// Peek calls fn for each record and passes it on unchanged.
+func Peek[K, V any](s Stream[K, V], fn func(K, V)) Stream[K, V] {
+	if fn == nil {
+		s.t.errorf(ErrNilFunction, "Peek needs a function")
+	}
+	return stateless[K, V, K, V](s, "PEEK", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
+		fn(r.Key.(K), r.Value.(V))
+		return c.Forward(r)
+	})
+}
+
+// Merge interleaves two streams of the same types into one.
+func Merge[K, V any](a, b Stream[K, V]) Stream[K, V] {
+	if a.t != b.t {
+		a.t.errorf(ErrForeignHandle, "Merge of streams from two topologies")
+	}
+	n := a.t.add(&exec.Node{Name: a.t.name("", "MERGE"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		return c.Forward(r)
+	})}, a.n, b.n)
+	ks, vs := a.ks, a.vs
+	if ks == nil {
+		ks = b.ks
+	}
+	if vs == nil {
+		vs = b.vs
+	}
+	return Stream[K, V]{t: a.t, n: n, keyChanged: a.keyChanged || b.keyChanged, ks: ks, vs: vs}
+}
+
+// Branch splits s by predicates: a record goes to the branch of the first
+// predicate it matches, and is dropped if it matches none (end with an
+// always-true predicate for a default branch).
+func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
+	for i, p := range preds {
+		if p == nil {
+			s.t.errorf(ErrNilFunction, "Branch predicate %d is nil", i)
+		}
+	}
+	names := make([]string, len(preds))
+	split := s.t.add(&exec.Node{Name: s.t.name("", "BRANCH"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		k, v := r.Key.(K), r.Value.(V)
+		for i, p := range preds {
+			if p(k, v) {
+				return c.ForwardTo(names[i], r)
+			}
+		}
+		return nil
+	})}, s.n)
+	out := make([]Stream[K, V], len(preds))
+	for i := range preds {
+		out[i] = stateless[K, V, K, V](Stream[K, V]{t: s.t, n: split}, "BRANCH-CHILD", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
+			return c.Forward(r)
+		})
+		names[i] = out[i].n.Name
+		out[i].keyChanged = s.keyChanged
+	}
+	return out
+}
+
+// To writes the stream to topic, partitioned by the key bytes with Kafka's
+// default (murmur2) partitioner.
+func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serde[V]) {
+	if topic == "" {
+		s.t.errorf(ErrMissingName, "To needs a topic")
+	}
+	if ks == nil || vs == nil {
+		s.t.errorf(ErrMissingSerde, "To(%q) needs a key and a value serde", topic)
+		return
+	}
+	s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
+}
+
+// Repartition writes the stream through the internal topic
+// <application.id>-<name>-repartition, so that records with equal keys meet
+// in one task; the topic gets as many partitions as the sub-topology
+// writing it has tasks.
+func Repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs serde.Serde[V]) Stream[K, V] {
+	return repartition(s, name, ks, vs)
+}
+
+func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs serde.Serde[V]) Stream[K, V] {
+	if name == "" {
+		s.t.errorf(ErrMissingName, "a repartition topic must be named")
+	} else if err := validTopicPart(name); err != nil {
+		s.t.errorf(ErrInvalidTopicName, "repartition %q: %v", name, err)
+	}
+	if ks == nil || vs == nil {
+		s.t.errorf(ErrMissingSerde, "repartition %q needs a key and a value serde", name)
+		return s
+	}
+	topic := name + "-repartition"
+	s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: encoder(ks, vs)}, s.n)
+	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: decoder(ks, vs)})
+	return Stream[K, V]{t: s.t, n: src, ks: ks, vs: vs}
+}

@@ -1,0 +1,268 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+)
+
+// Sentinel errors that Build's joined error wraps, one per mistake.
+var (
+	ErrNoSource         = errors.New("topology: no source")
+	ErrMissingName      = errors.New("topology: missing name")
+	ErrDuplicateName    = errors.New("topology: duplicate name")
+	ErrDuplicateTopic   = errors.New("topology: topic read twice")
+	ErrMissingSerde     = errors.New("topology: missing serde")
+	ErrUnknownStore     = errors.New("topology: unknown store")
+	ErrStoreShared      = errors.New("topology: store used by two sub-topologies")
+	ErrNilFunction      = errors.New("topology: nil function")
+	ErrForeignHandle    = errors.New("topology: handle from another topology")
+	ErrAlreadyBuilt     = errors.New("topology: already built")
+	ErrInvalidTopicName = errors.New("topology: invalid topic name")
+)
+
+// Topology collects the operators of one job. The zero value is not usable;
+// call New. A Topology is not safe for concurrent use while it is built.
+type Topology struct {
+	nodes  []*exec.Node
+	names  map[string]bool
+	stores map[string]*exec.Store
+	topics map[string]bool // source topics
+	errs   []error
+	seq    int
+	built  *Built
+}
+
+// New returns an empty topology.
+func New() *Topology {
+	return &Topology{names: map[string]bool{}, stores: map[string]*exec.Store{}, topics: map[string]bool{}}
+}
+
+func (t *Topology) errorf(sentinel error, format string, args ...any) {
+	t.errs = append(t.errs, fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...)))
+}
+
+// name returns a unique node name: the user's when given, else
+// KIND-0000000003 as in Kafka Streams (stateless nodes only: their names
+// never reach a topic or a directory).
+func (t *Topology) name(given, kind string) string {
+	t.seq++
+	if given == "" {
+		return fmt.Sprintf("%s-%010d", kind, t.seq)
+	}
+	if t.names[given] {
+		t.errorf(ErrDuplicateName, "node name %q is used twice", given)
+	}
+	t.names[given] = true
+	return given
+}
+
+func (t *Topology) add(n *exec.Node, parents ...*exec.Node) *exec.Node {
+	for _, p := range parents {
+		if p == nil {
+			continue
+		}
+		p.Children = append(p.Children, n)
+		n.Parents = append(n.Parents, p)
+	}
+	t.nodes = append(t.nodes, n)
+	return n
+}
+
+func (t *Topology) addStore(s *exec.Store) {
+	if s.Name == "" {
+		t.errorf(ErrMissingName, "a store must be named")
+		return
+	}
+	if err := validTopicPart(s.Name); err != nil {
+		t.errorf(ErrInvalidTopicName, "store %q: %v", s.Name, err)
+	}
+	if _, dup := t.stores[s.Name]; dup {
+		t.errorf(ErrDuplicateName, "store %q is defined twice", s.Name)
+		return
+	}
+	t.stores[s.Name] = s
+}
+
+func validTopicPart(s string) error {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("character %q is not allowed in a topic name", r)
+		}
+	}
+	if len(s) > 200 {
+		return errors.New("longer than 200 characters")
+	}
+	return nil
+}
+
+// Built is a validated topology, ready to run.
+type Built struct {
+	plan *exec.Plan
+}
+
+// Plan returns the runtime plan. It is for the runtime (package processor).
+func (b *Built) Plan() *exec.Plan { return b.plan }
+
+// Build validates the topology and splits it into sub-topologies. It returns
+// every mistake found, joined; each wraps one of the Err sentinels.
+func (t *Topology) Build() (*Built, error) {
+	if t.built != nil {
+		return t.built, nil
+	}
+	errs := slices.Clone(t.errs)
+	hasSource := false
+	for _, n := range t.nodes {
+		if n.Kind == exec.KindSource && !n.Internal {
+			hasSource = true
+		}
+		for _, s := range n.Stores {
+			if _, ok := t.stores[s]; !ok {
+				errs = append(errs, fmt.Errorf("%w: node %q uses store %q, which is not defined", ErrUnknownStore, n.Name, s))
+			}
+		}
+	}
+	if !hasSource {
+		errs = append(errs, fmt.Errorf("%w: the topology reads no topic", ErrNoSource))
+	}
+	plan := &exec.Plan{Stores: t.stores, StoreSub: map[string]int{}}
+	for _, comp := range components(t.nodes) {
+		sub := &exec.SubTopology{ID: len(plan.Subs), Nodes: comp}
+		seen := map[string]bool{}
+		for _, n := range comp {
+			if n.Kind == exec.KindSource {
+				sub.Sources = append(sub.Sources, n)
+			}
+			for _, s := range n.Stores {
+				if seen[s] {
+					continue
+				}
+				seen[s] = true
+				if other, ok := plan.StoreSub[s]; ok && other != sub.ID {
+					errs = append(errs, fmt.Errorf("%w: store %q is used in sub-topologies %d and %d", ErrStoreShared, s, other, sub.ID))
+				}
+				plan.StoreSub[s] = sub.ID
+				sub.Stores = append(sub.Stores, s)
+			}
+		}
+		if len(sub.Sources) == 0 {
+			continue // reported above (a dangling part of the graph has no source only when the whole has none)
+		}
+		plan.Subs = append(plan.Subs, sub)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	t.built = &Built{plan: plan}
+	return t.built, nil
+}
+
+// components splits nodes into connected components (union-find over the
+// parent/child edges; a repartition topic is a sink in one component and a
+// source in another, with no edge between them), ordered by first node.
+func components(nodes []*exec.Node) [][]*exec.Node {
+	idx := make(map[*exec.Node]int, len(nodes))
+	parent := make([]int, len(nodes))
+	for i, n := range nodes {
+		idx[n] = i
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	for i, n := range nodes {
+		for _, c := range n.Children {
+			a, b := find(i), find(idx[c])
+			if a != b {
+				parent[max(a, b)] = min(a, b)
+			}
+		}
+	}
+	byRoot := map[int][]*exec.Node{}
+	var roots []int
+	for i, n := range nodes {
+		r := find(i)
+		if _, ok := byRoot[r]; !ok {
+			roots = append(roots, r)
+		}
+		byRoot[r] = append(byRoot[r], n)
+	}
+	sort.Ints(roots)
+	out := make([][]*exec.Node, 0, len(roots))
+	for _, r := range roots {
+		out = append(out, byRoot[r])
+	}
+	return out
+}
+
+// Describe prints the sub-topologies with their nodes, source, sink and
+// internal topics, and stores, in the spirit of Kafka Streams'
+// TopologyDescription. Internal topic names are shown with the placeholder
+// <application.id>.
+func (b *Built) Describe() string {
+	var sb strings.Builder
+	sb.WriteString("Topologies:\n")
+	topic := func(n *exec.Node, t string) string {
+		if n.Internal {
+			return "<application.id>-" + t
+		}
+		return t
+	}
+	for _, sub := range b.plan.Subs {
+		fmt.Fprintf(&sb, "  Sub-topology: %d\n", sub.ID)
+		for _, n := range sub.Nodes {
+			switch n.Kind {
+			case exec.KindSource:
+				ts := make([]string, len(n.Topics))
+				for i, t := range n.Topics {
+					ts[i] = topic(n, t)
+				}
+				fmt.Fprintf(&sb, "    Source: %s (topics: [%s])\n", n.Name, strings.Join(ts, ", "))
+			case exec.KindProcessor:
+				fmt.Fprintf(&sb, "    Processor: %s (stores: [%s])\n", n.Name, strings.Join(n.Stores, ", "))
+			case exec.KindSink:
+				fmt.Fprintf(&sb, "    Sink: %s (topic: %s)\n", n.Name, topic(n, n.Topics[0]))
+			}
+			if len(n.Children) > 0 {
+				cs := make([]string, len(n.Children))
+				for i, c := range n.Children {
+					cs[i] = c.Name
+				}
+				fmt.Fprintf(&sb, "      --> %s\n", strings.Join(cs, ", "))
+			}
+			if len(n.Parents) > 0 {
+				ps := make([]string, len(n.Parents))
+				for i, p := range n.Parents {
+					ps[i] = p.Name
+				}
+				fmt.Fprintf(&sb, "      <-- %s\n", strings.Join(ps, ", "))
+			}
+		}
+	}
+	var stores []string
+	for name := range b.plan.Stores {
+		stores = append(stores, name)
+	}
+	sort.Strings(stores)
+	if len(stores) > 0 {
+		sb.WriteString("Stores:\n")
+		for _, s := range stores {
+			st := b.plan.Stores[s]
+			kind := "pebble"
+			if st.InMemory {
+				kind = "in-memory"
+			}
+			fmt.Fprintf(&sb, "  %s (%s, cache=%t, sub-topology %d, changelog <application.id>-%s-changelog)\n", s, kind, st.Cache, b.plan.StoreSub[s], s)
+		}
+	}
+	return sb.String()
+}

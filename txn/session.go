@@ -1,0 +1,134 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Session polls a consumer group and commits what was polled together with
+// what was produced, under one Guarantee.
+type Session interface {
+	// PollFetches polls the group (read_committed).
+	PollFetches(ctx context.Context) kgo.Fetches
+	// Begin starts a commit period; produce only between Begin and End.
+	Begin() error
+	// Produce sends r in the current period; promise reports its fate.
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	// End flushes and, when commit is true and nothing failed, commits the
+	// period. committed reports whether it did; an error means the session
+	// is unusable and must be closed.
+	End(ctx context.Context, commit bool) (committed bool, err error)
+	// Client is the underlying client (for metadata and admin requests).
+	Client() *kgo.Client
+	// Close leaves the group and closes the client.
+	Close()
+}
+
+// NewSession starts a session. transactionalID is used only under
+// ExactlyOnce. opts must include the group and its topics.
+func NewSession(g Guarantee, transactionalID string, opts ...kgo.Opt) (Session, error) {
+	opts = append(opts,
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), // invariant 4
+		kgo.DisableAutoCommit(),
+	)
+	switch g {
+	case ExactlyOnce:
+		opts = append(opts, kgo.TransactionalID(transactionalID), kgo.RequireStableFetchOffsets())
+		s, err := kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &eos{s: s}, nil
+	case AtLeastOnce, AtMostOnce:
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &plain{cl: cl, atMostOnce: g == AtMostOnce}, nil
+	}
+	return nil, errors.New("txn: unknown guarantee")
+}
+
+type eos struct{ s *kgo.GroupTransactSession }
+
+func (e *eos) PollFetches(ctx context.Context) kgo.Fetches { return e.s.PollFetches(ctx) }
+func (e *eos) Begin() error                                { return e.s.Begin() }
+func (e *eos) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	e.s.Produce(ctx, r, promise)
+}
+
+func (e *eos) End(ctx context.Context, commit bool) (bool, error) {
+	return e.s.End(ctx, kgo.TransactionEndTry(commit))
+}
+func (e *eos) Client() *kgo.Client { return e.s.Client() }
+func (e *eos) Close()              { e.s.Close() }
+
+// plain serves at_least_once and at_most_once with a non-transactional
+// client.
+type plain struct {
+	cl         *kgo.Client
+	atMostOnce bool
+
+	mu      sync.Mutex
+	prodErr error
+}
+
+func (p *plain) PollFetches(ctx context.Context) kgo.Fetches {
+	fs := p.cl.PollFetches(ctx)
+	if p.atMostOnce && !fs.Empty() {
+		// Commit before processing: a crash now loses these records.
+		if err := p.cl.CommitUncommittedOffsets(ctx); err != nil {
+			p.setErr(err)
+		}
+	}
+	return fs
+}
+
+func (p *plain) Begin() error { return nil }
+
+func (p *plain) setErr(err error) {
+	p.mu.Lock()
+	if p.prodErr == nil {
+		p.prodErr = err
+	}
+	p.mu.Unlock()
+}
+
+func (p *plain) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	p.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+		if err != nil {
+			p.setErr(err)
+		}
+		if promise != nil {
+			promise(r, err)
+		}
+	})
+}
+
+func (p *plain) End(ctx context.Context, commit bool) (bool, error) {
+	if err := p.cl.Flush(ctx); err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	err := p.prodErr
+	p.prodErr = nil
+	p.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	if !commit {
+		return false, nil
+	}
+	if !p.atMostOnce {
+		if err := p.cl.CommitUncommittedOffsets(ctx); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (p *plain) Client() *kgo.Client { return p.cl }
+func (p *plain) Close()              { p.cl.Close() }
