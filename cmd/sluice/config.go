@@ -1,0 +1,332 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cast"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/txn"
+)
+
+// configFlag is the root's persistent flag naming the YAML config file.
+const configFlag = "config"
+
+// envPrefix prefixes every configuration key in the environment.
+const envPrefix = "SLUICE_"
+
+// Configuration keys, spelled as in Kafka Streams so that a Kafka Streams
+// user's settings carry over.
+const (
+	keyAppID           = "application.id"
+	keyBrokers         = "bootstrap.servers"
+	keyGuarantee       = "processing.guarantee"
+	keyCommitInterval  = "commit.interval"
+	keyStateDir        = "state.dir"
+	keyStandbyReplicas = "num.standby.replicas"
+	keyInstanceID      = "group.instance.id"
+)
+
+// appKeys maps each key to its flag; the order is the order of --help.
+var appKeys = []struct{ key, flag string }{
+	{keyAppID, "app-id"},
+	{keyBrokers, "brokers"},
+	{keyGuarantee, "guarantee"},
+	{keyCommitInterval, "commit-interval"},
+	{keyStateDir, "state-dir"},
+	{keyStandbyReplicas, "standby-replicas"},
+	{keyInstanceID, "instance-id"},
+}
+
+const (
+	defaultBrokers        = "127.0.0.1:9092"
+	defaultCommitInterval = 100 * time.Millisecond
+)
+
+func defaultStateDir() string { return filepath.Join(os.TempDir(), "sluice") }
+
+// envName returns the environment variable of key: SLUICE_ and the key in
+// upper case with dots as underscores.
+func envName(key string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// addAppFlags adds the flags of the instance configuration to cmd. Their
+// values are read back by loadAppConfig, not through variables, because a
+// flag only wins when it was given.
+func addAppFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("app-id", "", "application.id: the consumer group and the prefix of internal topics and transactional ids (default: the example's name)")
+	f.String("brokers", defaultBrokers, "bootstrap.servers: comma-separated `host:port` list")
+	f.String("guarantee", txn.ExactlyOnce.String(), "processing.guarantee: exactly_once, at_least_once or at_most_once")
+	f.Duration("commit-interval", defaultCommitInterval, "commit.interval: how often the instance commits its transaction")
+	f.String("state-dir", defaultStateDir(), "state.dir: root `directory` of the local state stores")
+	f.Int("standby-replicas", 0, "num.standby.replicas: standby copies of each stateful task")
+	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
+}
+
+// appConfig is the effective configuration of one instance.
+type appConfig struct {
+	AppID           string
+	Brokers         []string
+	Guarantee       txn.Guarantee
+	CommitInterval  time.Duration
+	StateDir        string
+	StandbyReplicas int
+	InstanceID      string
+}
+
+// loadAppConfig resolves the instance configuration of cmd: a flag that was
+// given beats the environment, which beats the --config file, which beats the
+// defaults (defaultAppID for application.id). It rejects unknown keys in the
+// config file and invalid values, naming the key and where its value came
+// from.
+func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
+	// A fresh viper per call: the global one would carry flags and files
+	// from one command (or test) into the next.
+	v := viper.New()
+
+	var file string
+	if f := cmd.Flag(configFlag); f != nil {
+		file = f.Value.String()
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		// The file is YAML whatever its extension; viper would
+		// otherwise pick the parser from the extension.
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return appConfig{}, fmt.Errorf("config file: %w", err)
+		}
+		// Checked before any default or binding is added, so AllKeys
+		// lists only the file's keys. Viper accepts both flat
+		// (application.id: x) and nested (application: {id: x}) YAML
+		// and flattens both to the dotted key.
+		if err := checkKeys(file, v.AllKeys()); err != nil {
+			return appConfig{}, err
+		}
+	}
+
+	v.SetDefault(keyAppID, defaultAppID)
+	v.SetDefault(keyBrokers, defaultBrokers)
+	v.SetDefault(keyGuarantee, txn.ExactlyOnce.String())
+	v.SetDefault(keyCommitInterval, defaultCommitInterval)
+	v.SetDefault(keyStateDir, defaultStateDir())
+	v.SetDefault(keyStandbyReplicas, 0)
+	v.SetDefault(keyInstanceID, "")
+	for _, k := range appKeys {
+		if err := v.BindEnv(k.key, envName(k.key)); err != nil {
+			return appConfig{}, fmt.Errorf("%s: %w", k.key, err)
+		}
+		if f := cmd.Flags().Lookup(k.flag); f != nil {
+			if err := v.BindPFlag(k.key, f); err != nil {
+				return appConfig{}, fmt.Errorf("%s: %w", k.key, err)
+			}
+		}
+	}
+
+	r := resolver{v: v, cmd: cmd, file: file}
+	c := appConfig{
+		AppID:           r.str(keyAppID),
+		Brokers:         r.list(keyBrokers),
+		CommitInterval:  r.positiveDuration(keyCommitInterval),
+		StateDir:        r.str(keyStateDir),
+		StandbyReplicas: r.nonNegInt(keyStandbyReplicas),
+		InstanceID:      r.str(keyInstanceID),
+	}
+	if s := r.str(keyGuarantee); !r.failed(keyGuarantee) {
+		g, err := txn.ParseGuarantee(s)
+		if err != nil {
+			r.fail(keyGuarantee, strconv.Quote(s), err)
+		}
+		c.Guarantee = g
+	}
+	r.require(keyAppID, c.AppID != "")
+	r.require(keyBrokers, len(c.Brokers) > 0)
+	r.require(keyStateDir, c.StateDir != "")
+	if err := errors.Join(r.errs...); err != nil {
+		return appConfig{}, err
+	}
+	return c, nil
+}
+
+// checkKeys rejects keys that sluice does not know, so that a misspelt key
+// fails loudly instead of silently leaving the default in force.
+func checkKeys(file string, keys []string) error {
+	var errs []error
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.ContainsFunc(appKeys, func(a struct{ key, flag string }) bool { return a.key == k }) {
+			errs = append(errs, fmt.Errorf("config file %s: unknown key %q", file, k))
+		}
+	}
+	if len(errs) > 0 {
+		known := make([]string, len(appKeys))
+		for i, a := range appKeys {
+			known[i] = a.key
+		}
+		errs = append(errs, fmt.Errorf("known keys: %s", strings.Join(known, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// opts converts c to processor options.
+// num.standby.replicas has no processor option yet; it is accepted so that
+// configurations written for Kafka Streams load unchanged.
+func (c appConfig) opts() []processor.Opt {
+	return []processor.Opt{
+		processor.ApplicationID(c.AppID),
+		processor.Brokers(c.Brokers...),
+		processor.Guarantee(c.Guarantee),
+		processor.CommitInterval(c.CommitInterval),
+		processor.StateDir(c.StateDir),
+		processor.InstanceID(c.InstanceID),
+	}
+}
+
+// resolver reads typed values from v, collecting every invalid one so that a
+// user fixes their configuration in one pass.
+type resolver struct {
+	v    *viper.Viper
+	cmd  *cobra.Command
+	file string
+	errs []error
+	bad  []string // keys already reported
+}
+
+// source names where key's value came from, following viper's precedence,
+// because "invalid value" alone leaves the user searching three places.
+func (r *resolver) source(key string) string {
+	for _, k := range appKeys {
+		if k.key != key {
+			continue
+		}
+		if f := r.cmd.Flags().Lookup(k.flag); f != nil && f.Changed {
+			return "flag --" + k.flag
+		}
+	}
+	// Viper ignores empty variables, and so must this.
+	if os.Getenv(envName(key)) != "" {
+		return "environment " + envName(key)
+	}
+	if r.file != "" && r.v.InConfig(key) {
+		return "config file " + r.file
+	}
+	return "default"
+}
+
+func (r *resolver) fail(key string, val any, err error) {
+	r.bad = append(r.bad, key)
+	r.errs = append(r.errs, fmt.Errorf("invalid %s %v (from %s): %w", key, val, r.source(key), err))
+}
+
+func (r *resolver) failed(key string) bool { return slices.Contains(r.bad, key) }
+
+// require reports an empty key once, unless its value was already reported
+// as invalid.
+func (r *resolver) require(key string, ok bool) {
+	if !ok && !r.failed(key) {
+		r.bad = append(r.bad, key)
+		r.errs = append(r.errs, fmt.Errorf("%s is required (flag, %s or config file)", key, envName(key)))
+	}
+}
+
+// str accepts any YAML scalar: `application.id: 42` means the id "42".
+func (r *resolver) str(key string) string {
+	val := r.v.Get(key)
+	switch val.(type) {
+	case map[string]any, []any:
+		r.fail(key, val, errors.New("want a single value"))
+		return ""
+	}
+	s, err := cast.ToStringE(val)
+	if err != nil {
+		r.fail(key, val, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// list accepts a comma-separated string (flags, environment) or a YAML list.
+func (r *resolver) list(key string) []string {
+	var items []string
+	switch val := r.v.Get(key).(type) {
+	case string:
+		items = strings.Split(val, ",")
+	case []string:
+		items = val
+	case []any:
+		for _, e := range val {
+			s, err := cast.ToStringE(e)
+			if err != nil {
+				r.fail(key, val, fmt.Errorf("list item %v: %w", e, err))
+				return nil
+			}
+			items = append(items, s)
+		}
+	default:
+		r.fail(key, val, errors.New("want a comma-separated string or a list"))
+		return nil
+	}
+	var out []string
+	for _, s := range items {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// positiveDuration accepts only Go duration strings: cast would read a bare
+// number as nanoseconds, and `commit.interval: 100` meant as milliseconds
+// must not commit ten million times a second.
+func (r *resolver) positiveDuration(key string) time.Duration {
+	var d time.Duration
+	switch val := r.v.Get(key).(type) {
+	case time.Duration:
+		d = val
+	case string:
+		var err error
+		if d, err = time.ParseDuration(strings.TrimSpace(val)); err != nil {
+			r.fail(key, strconv.Quote(val), errors.New("want a Go duration such as 100ms or 2s"))
+			return 0
+		}
+	default:
+		r.fail(key, val, errors.New("want a Go duration such as 100ms or 2s"))
+		return 0
+	}
+	if d <= 0 {
+		r.fail(key, d, errors.New("must be positive"))
+	}
+	return d
+}
+
+func (r *resolver) nonNegInt(key string) int {
+	val := r.v.Get(key)
+	var n int
+	switch x := val.(type) {
+	case int:
+		n = x
+	case string:
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(x)); err != nil {
+			r.fail(key, strconv.Quote(x), errors.New("want an integer"))
+			return 0
+		}
+	default:
+		r.fail(key, val, errors.New("want an integer"))
+		return 0
+	}
+	if n < 0 {
+		r.fail(key, n, errors.New("must not be negative"))
+	}
+	return n
+}

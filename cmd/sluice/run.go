@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/processor"
+)
+
+func init() { subcommands = append(subcommands, newRunCmd, newTopologyCmd) }
+
+// addExampleFlags adds one flag per parameter of any example (--input,
+// --output, ...); each example reads the ones it has.
+func addExampleFlags(cmd *cobra.Command) {
+	seen := map[string]bool{}
+	for _, name := range examples.Names() {
+		e, _ := examples.Get(name)
+		for _, p := range e.Params {
+			if seen[p.Name] {
+				continue
+			}
+			seen[p.Name] = true
+			cmd.Flags().String(p.Name, "", fmt.Sprintf("%s (%s default %q)", p.Usage, e.Name, p.Default))
+		}
+	}
+}
+
+func exampleParams(cmd *cobra.Command, e examples.Example) map[string]string {
+	given := map[string]string{}
+	for _, p := range e.Params {
+		if f := cmd.Flags().Lookup(p.Name); f != nil && f.Changed {
+			given[p.Name] = f.Value.String()
+		}
+	}
+	return e.Defaults(given)
+}
+
+func newRunCmd() *cobra.Command {
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "run <example>",
+		Short: "Run one instance of a built-in example (" + fmt.Sprint(examples.Names()) + ")",
+		Long: `Run one instance of a built-in example. Any number of instances with the
+same application id share the work; SIGINT or SIGTERM commits, closes the
+tasks and leaves the group.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := examples.Get(args[0])
+			if err != nil {
+				return err
+			}
+			cfg, err := loadAppConfig(cmd, "sluice-"+e.Name)
+			if err != nil {
+				return err
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return fmt.Errorf("sluice: --log-level: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			app, err := processor.New(e.Build(exampleParams(cmd, e)), append(cfg.opts(), processor.Logger(log))...)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log.Info("starting", "example", e.Name, "application.id", cfg.AppID, "guarantee", cfg.Guarantee.String())
+			return app.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	addAppFlags(cmd)
+	addExampleFlags(cmd)
+	return cmd
+}
+
+func newTopologyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topology <example>",
+		Short: "Print the topology of a built-in example",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := examples.Get(args[0])
+			if err != nil {
+				return err
+			}
+			built, err := e.Build(exampleParams(cmd, e)).Build()
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), built.Describe())
+			return nil
+		},
+	}
+	addExampleFlags(cmd)
+	return cmd
+}

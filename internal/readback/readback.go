@@ -1,0 +1,94 @@
+// Package readback reads a topic from its start to its current end offsets
+// as an independent read_committed consumer: how the demo and the tests
+// check what sluice committed.
+package readback
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ReadCommitted returns the committed records of topic, per partition in
+// offset order (partitions in turn), up to the end offsets listed when it
+// starts. It stops with an error when ctx ends first.
+func ReadCommitted(ctx context.Context, addrs []string, topic string) ([]*kgo.Record, error) {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return nil, err
+	}
+	defer adm.Close()
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("readback: list end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("readback: list end offsets of %s: %w", topic, err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
+		kgo.ConsumePartitions(startOf(topic, left)),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Markers end most transactional partitions: keeping them tells
+		// us that a partition has been read to its end.
+		kgo.KeepControlRecords(),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	byPart := map[int32][]*kgo.Record{}
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("readback: %s not read to its end (%d partitions left): %w", topic, len(left), err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, p int32, err error) { ferr = fmt.Errorf("readback: %s/%d: %w", topic, p, err) })
+		if ferr != nil {
+			return nil, ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				byPart[r.Partition] = append(byPart[r.Partition], r)
+			}
+			if r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	var out []*kgo.Record
+	for p := int32(0); len(byPart) > 0; p++ {
+		out = append(out, byPart[p]...)
+		delete(byPart, p)
+	}
+	return out, nil
+}
+
+func startOf(topic string, parts map[int32]int64) map[string]map[int32]kgo.Offset {
+	m := map[int32]kgo.Offset{}
+	for p := range parts {
+		m[p] = kgo.NewOffset().AtStart()
+	}
+	return map[string]map[int32]kgo.Offset{topic: m}
+}
+
+// Last folds records into the last value per key.
+func Last(rs []*kgo.Record) map[string][]byte {
+	m := make(map[string][]byte, len(rs))
+	for _, r := range rs {
+		m[string(r.Key)] = r.Value
+	}
+	return m
+}
