@@ -379,9 +379,9 @@ func (n *nodeInst) RecordMeta() (string, int32, int64, bool) {
 	return c.topic, c.partition, c.offset, c.ok
 }
 
-func (n *nodeInst) TaskID() string     { return n.t.id.String() }
-func (n *nodeInst) Partition() int32   { return n.t.id.partition }
-func (n *nodeInst) StreamTime() int64  { return n.t.streamTime }
+func (n *nodeInst) TaskID() string    { return n.t.id.String() }
+func (n *nodeInst) Partition() int32  { return n.t.id.partition }
+func (n *nodeInst) StreamTime() int64 { return n.t.streamTime }
 func (n *nodeInst) Schedule(interval time.Duration, typ exec.PunctuationType, fn func(int64) error) func() {
 	p := &punctuator{interval: interval, typ: typ, next: -1, fn: fn}
 	n.t.punctuators = append(n.t.punctuators, p)

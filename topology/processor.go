@@ -76,7 +76,10 @@ func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTim
 // Process runs user processors made by supplier (one per task) on s, with
 // access to the named stores. The result's key may differ from the input's,
 // so a stateful operator downstream repartitions.
-func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, supplier func() Processor[KIn, VIn, KOut, VOut], stores ...interface{ register(*Topology) bool; Name() string }) Stream[KOut, VOut] {
+func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, supplier func() Processor[KIn, VIn, KOut, VOut], stores ...interface {
+	register(*Topology) bool
+	Name() string
+}) Stream[KOut, VOut] {
 	t := s.t
 	if name == "" {
 		t.errorf(ErrMissingName, "a processor must be named")

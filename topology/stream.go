@@ -107,9 +107,9 @@ type fnProc struct {
 	fn  func(ctx exec.Context, r exec.Record) error
 }
 
-func (p *fnProc) Init(ctx exec.Context) error    { p.ctx = ctx; return nil }
-func (p *fnProc) Process(r exec.Record) error    { return p.fn(p.ctx, r) }
-func (p *fnProc) Close() error                   { return nil }
+func (p *fnProc) Init(ctx exec.Context) error { p.ctx = ctx; return nil }
+func (p *fnProc) Process(r exec.Record) error { return p.fn(p.ctx, r) }
+func (p *fnProc) Close() error                { return nil }
 func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
 	return func() exec.Processor { return &fnProc{fn: fn} }
 }
