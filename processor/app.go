@@ -252,6 +252,8 @@ type instance struct {
 	sess  txn.Session
 	adm   *kadm.Client
 	tasks map[taskID]*task
+	// closing marks tasks revoked in the open transaction.
+	closing map[taskID]bool
 
 	evMu   sync.Mutex
 	events []event
@@ -265,7 +267,7 @@ type instance struct {
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
-	in := &instance{a: a, tasks: map[taskID]*task{}}
+	in := &instance{a: a, tasks: map[taskID]*task{}, closing: map[taskID]bool{}}
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
 		topics = append(topics, t)
@@ -355,7 +357,12 @@ func (in *instance) loop(ctx context.Context) error {
 		if fs.IsClientClosed() {
 			return nil
 		}
-		if err := in.handleEvents(ctx); err != nil {
+		// Every record polled is either processed in this transaction,
+		// or the transaction aborts and the consumer rewinds: the
+		// session commits the offsets of everything polled.
+		mustAbort, err := in.handleEvents(ctx)
+		if err != nil {
+			in.end(false)
 			return err
 		}
 		var ferr error
@@ -385,10 +392,11 @@ func (in *instance) loop(ctx context.Context) error {
 				return
 			}
 			t := in.tasks[taskID{sub, fp.Partition}]
-			if t == nil {
-				// Committing the offsets of records no task processed
-				// would lose them: stop this transaction instead.
-				perr = fmt.Errorf("processor: records of %s/%d, which no task owns", fp.Topic, fp.Partition)
+			if t == nil || in.closing[t.id] {
+				// Polled just before a revocation: leave them to the
+				// next owner, and abort so that their offsets are
+				// not committed.
+				mustAbort = true
 				return
 			}
 			for _, r := range fp.Records {
@@ -413,10 +421,11 @@ func (in *instance) loop(ctx context.Context) error {
 				return fatalError{err}
 			}
 		}
-		if time.Since(in.txnStart) >= interval {
-			if _, err := in.end(true); err != nil {
+		if mustAbort || len(in.closing) > 0 || time.Since(in.txnStart) >= interval {
+			if _, err := in.end(!mustAbort); err != nil {
 				return err
 			}
+			in.closeRevoked()
 		}
 	}
 }
@@ -474,19 +483,15 @@ func (in *instance) end(commit bool) (bool, error) {
 	return committed, nil
 }
 
-// handleEvents applies partition changes: a revocation first ends the open
-// transaction (it aborts: the session saw the rebalance) and closes the
-// tasks that left; an assignment opens and restores the new tasks.
-func (in *instance) handleEvents(ctx context.Context) error {
+// handleEvents applies partition changes. New tasks open and restore at
+// once; revoked tasks are marked closing and close after the transaction
+// ends (it aborts: the session saw the rebalance). mustAbort reports a
+// revocation.
+func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 	evs := in.takeEvents()
 	if len(evs) == 0 {
-		return nil
+		return false, nil
 	}
-	owned := map[taskID]bool{}
-	for id := range in.tasks {
-		owned[id] = true
-	}
-	revoked := false
 	for _, e := range evs {
 		for topic, ps := range e.parts {
 			sub, ok := in.a.subOf[topic]
@@ -494,35 +499,37 @@ func (in *instance) handleEvents(ctx context.Context) error {
 				continue
 			}
 			for _, p := range ps {
-				owned[taskID{sub, p}] = e.assigned
+				id := taskID{sub, p}
 				if !e.assigned {
-					revoked = true
+					mustAbort = true
+					if in.tasks[id] != nil {
+						in.closing[id] = true
+					}
+					continue
+				}
+				delete(in.closing, id)
+				if in.tasks[id] == nil {
+					if err := in.openTask(ctx, id); err != nil {
+						return mustAbort, err
+					}
 				}
 			}
 		}
 	}
-	if revoked {
-		if _, err := in.end(true); err != nil {
-			return err
+	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	return mustAbort, nil
+}
+
+// closeRevoked closes the tasks whose partitions were revoked, after the
+// transaction they took part in ended.
+func (in *instance) closeRevoked() {
+	for id := range in.closing {
+		if t := in.tasks[id]; t != nil {
+			in.closeTasks([]*task{t})
 		}
-	}
-	var closing []*task
-	for id, t := range in.tasks {
-		if !owned[id] {
-			closing = append(closing, t)
-		}
-	}
-	in.closeTasks(closing)
-	for id, own := range owned {
-		if !own || in.tasks[id] != nil {
-			continue
-		}
-		if err := in.openTask(ctx, id); err != nil {
-			return err
-		}
+		delete(in.closing, id)
 	}
 	in.a.stats.Tasks.Store(int64(len(in.tasks)))
-	return nil
 }
 
 func (in *instance) openTask(ctx context.Context, id taskID) error {

@@ -120,6 +120,9 @@ func (p *plain) End(ctx context.Context, commit bool) (bool, error) {
 		return false, err
 	}
 	if !commit {
+		// Rewind like an aborted transaction does, so that polled
+		// records that were not processed are fetched again.
+		p.cl.SetOffsets(p.cl.CommittedOffsets())
 		return false, nil
 	}
 	if !p.atMostOnce {

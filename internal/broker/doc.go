@@ -1,0 +1,19 @@
+// Package broker runs franz-go's kfake, an in-process Kafka-protocol broker,
+// as sluice's embedded development broker. Tests, `sluice demo` and
+// `sluice broker` all start it through this package so that they agree on
+// its defaults: loopback only, auto topic creation on, silent unless given a
+// logger, and optionally persisted to a directory.
+//
+// Usage:
+//
+//	b, err := broker.Start(broker.Config{Partitions: 3})
+//	if err != nil {
+//		return err
+//	}
+//	defer b.Close()
+//	err = broker.CreateTopic(ctx, b.Addrs(), "words", 3, nil)
+//	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+//
+// Faults are injected through the underlying cluster, e.g.
+// b.Cluster().ControlKey(int16(kmsg.EndTxn), ...).
+package broker
