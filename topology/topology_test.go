@@ -1,0 +1,106 @@
+package topology_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+)
+
+func TestBuildReportsEveryMistake(t *testing.T) {
+	tp := topology.New()
+	a := topology.From(tp, "a", serde.String, serde.String)
+	topology.From(tp, "a", serde.String, serde.String)                                                          // read twice
+	topology.From[string, string](tp, "b", nil, serde.String)                                                   // missing serde
+	topology.Filter(a, nil)                                                                                     // nil function
+	topology.Count(topology.GroupByKey(a), topology.Materialized[string, int64]("", serde.String, serde.Int64)) // unnamed store
+	topology.Count(topology.GroupByKey(a), topology.Materialized("dup", serde.String, serde.Int64))
+	topology.Count(topology.GroupByKey(a), topology.Materialized("dup", serde.String, serde.Int64)) // duplicate store
+	topology.Repartition(a, "bad name!", serde.String, serde.String)                                // invalid topic name
+	_, err := tp.Build()
+	if err == nil {
+		t.Fatal("Build accepted a broken topology")
+	}
+	for _, want := range []error{
+		topology.ErrDuplicateTopic, topology.ErrMissingSerde, topology.ErrNilFunction,
+		topology.ErrMissingName, topology.ErrDuplicateName, topology.ErrInvalidTopicName,
+	} {
+		if !errors.Is(err, want) {
+			t.Errorf("Build error does not wrap %v:\n%v", want, err)
+		}
+	}
+}
+
+func TestBuildNeedsASource(t *testing.T) {
+	if _, err := topology.New().Build(); !errors.Is(err, topology.ErrNoSource) {
+		t.Fatalf("got %v, want ErrNoSource", err)
+	}
+}
+
+func TestKeyChangeRepartitionsBeforeAggregation(t *testing.T) {
+	tp := topology.New()
+	lines := topology.From(tp, "lines", serde.String, serde.String)
+	words := topology.FlatMapValues(lines, strings.Fields)
+	counts := topology.Count(
+		topology.GroupBy(words, func(_, w string) string { return w }, topology.Grouped("words", serde.String, serde.String)),
+		topology.Materialized("counts", serde.String, serde.Int64))
+	topology.To(topology.ToStream(counts), "out", serde.String, serde.Int64Text)
+	b, err := tp.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := b.Plan()
+	if len(plan.Subs) != 2 {
+		t.Fatalf("got %d sub-topologies, want 2:\n%s", len(plan.Subs), b.Describe())
+	}
+	if topics, internal := plan.Subs[1].SourceTopics(); len(topics) != 1 || topics[0] != "words-repartition" || !internal[0] {
+		t.Errorf("sub-topology 1 reads %v %v, want the internal words-repartition", topics, internal)
+	}
+	if plan.StoreSub["counts"] != 1 {
+		t.Errorf("store counts in sub-topology %d, want 1", plan.StoreSub["counts"])
+	}
+	d := b.Describe()
+	for _, want := range []string{"Sub-topology: 0", "Sub-topology: 1", "<application.id>-words-repartition", "counts (pebble"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("Describe lacks %q:\n%s", want, d)
+		}
+	}
+}
+
+func TestNoRepartitionWithoutKeyChange(t *testing.T) {
+	tp := topology.New()
+	s := topology.From(tp, "in", serde.String, serde.Int64)
+	s = topology.MapValues(s, func(v int64) int64 { return v * 2 })
+	topology.Reduce(topology.GroupByKey(s), func(a, b int64) int64 { return a + b },
+		topology.Materialized("sums", serde.String, serde.Int64, topology.InMemory(), topology.WithoutCache()))
+	b, err := tp.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.Plan().Subs); n != 1 {
+		t.Fatalf("got %d sub-topologies, want 1:\n%s", n, b.Describe())
+	}
+	st := b.Plan().Stores["sums"]
+	if !st.InMemory || st.Cache {
+		t.Errorf("store options lost: %+v", st)
+	}
+}
+
+func TestMergedSourcesShareASubTopology(t *testing.T) {
+	tp := topology.New()
+	a := topology.From(tp, "a", serde.String, serde.String)
+	b := topology.From(tp, "b", serde.String, serde.String)
+	topology.To(topology.Merge(a, b), "out", serde.String, serde.String)
+	built, err := tp.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(built.Plan().Subs); n != 1 {
+		t.Fatalf("merged sources in %d sub-topologies, want 1", n)
+	}
+	if topics, _ := built.Plan().Subs[0].SourceTopics(); len(topics) != 2 {
+		t.Fatalf("got sources %v", topics)
+	}
+}
