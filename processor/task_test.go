@@ -1,0 +1,158 @@
+package processor
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/examples"
+)
+
+// discard is a sender that drops records, counting them; benchmarks and
+// task tests use it to drive a task with no broker.
+type discard struct {
+	n       int
+	offsets int64
+	keep    []*kgo.Record
+}
+
+func (d *discard) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	d.n++
+	if d.keep != nil {
+		d.keep = append(d.keep, r)
+	}
+	if promise != nil {
+		r.Offset = d.offsets
+		d.offsets++
+		promise(r, nil)
+	}
+}
+
+func wordcountTask(tb testing.TB, sub int, d *discard) *task {
+	tb.Helper()
+	built, err := examples.WordCount("lines", "counts", "dlq").Build()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	plan := built.Plan()
+	t, err := newTask(taskID{sub, 0}, plan.Subs[sub], plan, "bench", tb.TempDir(), d.send)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := t.init(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { t.close() })
+	return t
+}
+
+func TestTaskStagesUntilCommit(t *testing.T) {
+	d := &discard{keep: []*kgo.Record{}}
+	tk := wordcountTask(t, 1, d)
+	rec := func(w string, off int64) *kgo.Record {
+		return &kgo.Record{Topic: "bench-counts-repartition", Key: []byte(w), Value: []byte(w), Offset: off, Timestamp: time.UnixMilli(off)}
+	}
+	for i, w := range []string{"a", "b", "a"} {
+		if err := tk.process(rec(w, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng := tk.engines["counts"]
+	if _, ok, _ := eng.Get([]byte("a")); ok {
+		t.Fatal("a staged write reached the engine before the commit")
+	}
+	tk.flush()
+	// The cache folds a's two updates: two changelog records, plus three
+	// output updates.
+	var changelog, out int
+	for _, r := range d.keep {
+		switch r.Topic {
+		case "bench-counts-changelog":
+			changelog++
+		case "counts":
+			out++
+		}
+	}
+	if changelog != 2 || out != 3 {
+		t.Fatalf("got %d changelog and %d output records, want 2 and 3", changelog, out)
+	}
+	if err := tk.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if cp, _ := eng.Checkpoint(); cp != 1 {
+		t.Errorf("checkpoint %d, want 1 (the last changelog offset)", cp)
+	}
+	if _, ok, _ := eng.Get([]byte("a")); !ok {
+		t.Fatal("committed write missing from the engine")
+	}
+	// An aborted period leaves the engine and stream time as committed.
+	if err := tk.process(rec("c", 10)); err != nil {
+		t.Fatal(err)
+	}
+	tk.abort()
+	if _, ok, _ := tk.stores["counts"].Get([]byte("c")); ok {
+		t.Error("aborted write still visible")
+	}
+	if tk.streamTime != 2 {
+		t.Errorf("stream time %d after abort, want 2", tk.streamTime)
+	}
+}
+
+func TestDecodeErrorGoesToDeadLetter(t *testing.T) {
+	d := &discard{keep: []*kgo.Record{}}
+	tk := wordcountTask(t, 0, d)
+	if err := tk.process(&kgo.Record{Topic: "lines", Value: []byte{0xff, 0xfe}, Partition: 0, Offset: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.keep) != 1 || d.keep[0].Topic != "dlq" {
+		t.Fatalf("got %v, want one dead-letter record", d.keep)
+	}
+	hs := map[string]string{}
+	for _, h := range d.keep[0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if hs["sluice.source.offset"] != "7" || hs["sluice.error.class"] != "deserialization" {
+		t.Errorf("headers %v", hs)
+	}
+}
+
+// BenchmarkFusedStateless is one line through wordcount's first
+// sub-topology: decode, split, re-key, encode to the repartition topic.
+func BenchmarkFusedStateless(b *testing.B) {
+	d := &discard{}
+	tk := wordcountTask(b, 0, d)
+	r := &kgo.Record{Topic: "lines", Value: []byte("the quick brown fox jumps over the lazy dog")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := tk.process(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFusedCount is one word through wordcount's counting
+// sub-topology on Pebble, with a commit every 1000 records.
+func BenchmarkFusedCount(b *testing.B) {
+	d := &discard{}
+	tk := wordcountTask(b, 1, d)
+	recs := make([]*kgo.Record, 1000)
+	for i := range recs {
+		w := []byte(fmt.Sprintf("w%d", i%300))
+		recs[i] = &kgo.Record{Topic: "bench-counts-repartition", Key: w, Value: w}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := tk.process(recs[i%len(recs)]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%len(recs) == 0 {
+			tk.flush()
+			if err := tk.commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
