@@ -283,7 +283,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
 		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner(), hashed: hashed}),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{true, m}) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
@@ -293,6 +293,12 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	}
 	if a.cfg.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(a.cfg.instanceID))
+	}
+	if a.cfg.guarantee == txn.ExactlyOnce {
+		// Lost input stops the instance loudly instead of resetting.
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	} else {
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	}
 	in.sess, err = txn.NewSession(a.cfg.guarantee, a.txnID, opts...)
 	if err != nil {
