@@ -1,0 +1,43 @@
+// Package store holds sluice's key-value state: byte-keyed stores in byte
+// order, typed only by the layers above (serdes run at the store boundary).
+//
+// Two layers:
+//
+//   - An Engine holds committed state: Pebble on disk (OpenPebble) or a map
+//     in memory (NewMemory). Apply writes a batch together with the changelog
+//     offset it reaches, atomically.
+//   - A Staged store sits on an Engine and is what a task reads and writes.
+//     Writes go to a stage; Get and Range see the stage over the engine.
+//
+// Why stage at all: invariant 2 (ARCHITECTURE.md) says local state equals
+// committed state. A task's writes belong to the Kafka transaction that
+// carries their changelog records, and that transaction may still abort. So
+// the stage reaches the engine only after the transaction commits, together
+// with the changelog offset it reaches; an abort discards the stage. The
+// engine therefore never holds uncommitted state, and a crash never forces a
+// wipe: on restart the store replays only the changelog tail past
+// Engine.Checkpoint.
+//
+// One commit, as the runtime drives it:
+//
+//	eng, err := store.OpenPebble(filepath.Join(stateDir, taskID, "counts"))
+//	st := store.NewStaged("counts", eng)
+//	st.SetChangelog(func(k, v []byte) { produce(changelogTopic, k, v) }) // v == nil: tombstone
+//
+//	// processing, inside the open transaction
+//	v, ok, err := st.Get(k)
+//	err = st.Put(k, next(v, ok))
+//
+//	// commit
+//	st.Flush()                   // emit the folded changelog records into the txn
+//	lastOffset, err := endTxn()  // commit the Kafka transaction
+//	if err != nil {
+//		st.Abort()               // the stage dies with the transaction
+//	} else {
+//		err = st.Commit(lastOffset) // writes + checkpoint, atomically
+//	}
+//
+// With the cache on (the default) repeated writes of a key within one
+// transaction fold into one changelog record at Flush; WithoutCache emits a
+// record per write.
+package store

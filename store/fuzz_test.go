@@ -1,0 +1,236 @@
+package store
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzStagedMatchesModel drives a Staged over a Memory engine with a random
+// sequence of puts, deletes, flushes, commits and aborts, and checks it
+// against plain maps after every step. Beyond read-your-writes it checks
+// invariant 2 itself: the engine always equals the changelog of the
+// committed transactions replayed from the start, and its checkpoint is the
+// offset of the last committed record.
+func FuzzStagedMatchesModel(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 'a', 0, 1, 'b', 4, 2, 1, 5, 4})
+	f.Add([]byte{1, 0, 1, 'a', 0, 1, 'b', 3, 0, 1, 'c', 4, 2, 1, 5})
+	f.Add([]byte{0, 0, 2, 'x', 3, 0, 2, 'y', 2, 2, 3, 4, 0, 3, 0, 5, 4})
+	f.Add([]byte("\x00\x00\x01\x00\x01\x01\x02\x02\x03\x00\x04\x04\x05\x00\x06\x07\x04"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		cache := data[0]%2 == 0
+		data = data[1:]
+		next := func() byte {
+			if len(data) == 0 {
+				return 0
+			}
+			b := data[0]
+			data = data[1:]
+			return b
+		}
+
+		var opts []StagedOption
+		if !cache {
+			opts = append(opts, WithoutCache())
+		}
+		eng := NewMemory()
+		s := NewStaged("fuzz", eng, opts...)
+
+		committed := map[string]string{}   // engine content, by the model
+		stage := map[string]*string{}      // nil: staged delete
+		sinceFlush := map[string]*string{} // cache mode: what the next Flush must emit
+		var txn []string                   // records emitted in the open transaction
+		log := map[string]string{}         // committed changelog, compacted
+		offset, checkpoint := int64(-1), NoCheckpoint
+
+		s.SetChangelog(func(k, v []byte) {
+			txn = append(txn, recString(k, v))
+		})
+		keyOf := func(b byte) string {
+			// Eight keys including the empty key and a key with a 0x00 /
+			// 0xff byte, so prefixes and byte order are exercised.
+			return []string{"", "a", "a\x00", "ab", "b", "\xff", "c", "ca"}[b%8]
+		}
+		flush := func() {
+			before := len(txn)
+			s.Flush()
+			got := txn[before:]
+			var want []string
+			if cache {
+				for _, k := range slices.Sorted(maps.Keys(sinceFlush)) {
+					want = append(want, recString([]byte(k), ptrBytes(sinceFlush[k])))
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("Flush emitted %q, want %q", got, want)
+			}
+			clear(sinceFlush)
+		}
+
+		for steps := 0; len(data) > 0 && steps < 500; steps++ {
+			switch op := next() % 6; op {
+			case 0, 1: // put; more likely than the rest
+				k := keyOf(next())
+				n := int(next() % 4)
+				v := strings.Repeat(string(rune('a'+next()%26)), n)
+				before := len(txn)
+				if err := s.Put([]byte(k), []byte(v)); err != nil {
+					t.Fatal(err)
+				}
+				stage[k] = &v
+				if cache {
+					sinceFlush[k] = &v
+				} else if got, want := txn[before:], []string{recString([]byte(k), []byte(v))}; !slices.Equal(got, want) {
+					t.Fatalf("Put without cache emitted %q, want %q", got, want)
+				}
+			case 2: // delete
+				k := keyOf(next())
+				before := len(txn)
+				if err := s.Delete([]byte(k)); err != nil {
+					t.Fatal(err)
+				}
+				stage[k] = nil
+				if cache {
+					sinceFlush[k] = nil
+				} else if got, want := txn[before:], []string{recString([]byte(k), nil)}; !slices.Equal(got, want) {
+					t.Fatalf("Delete without cache emitted %q, want %q", got, want)
+				}
+			case 3:
+				flush()
+			case 4: // end the transaction and commit
+				flush()
+				cp := NoCheckpoint
+				for _, r := range txn {
+					offset++
+					cp = offset
+					k, v, del := parseRec(r)
+					if del {
+						delete(log, k)
+					} else {
+						log[k] = v
+					}
+				}
+				txn = nil
+				if err := s.Commit(cp); err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range stage {
+					if v == nil {
+						delete(committed, k)
+					} else {
+						committed[k] = *v
+					}
+				}
+				clear(stage)
+				if cp != NoCheckpoint {
+					checkpoint = cp
+				}
+				if !maps.Equal(committed, log) {
+					t.Fatalf("committed state %q differs from the replayed changelog %q", committed, log)
+				}
+			case 5: // abort
+				s.Abort()
+				clear(stage)
+				clear(sinceFlush)
+				txn = nil
+			}
+
+			// Read-your-writes through the stage, committed state in the engine.
+			merged := maps.Clone(committed)
+			for k, v := range stage {
+				if v == nil {
+					delete(merged, k)
+				} else {
+					merged[k] = *v
+				}
+			}
+			for b := range byte(8) {
+				k := keyOf(b)
+				v, ok, err := s.Get([]byte(k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, wantOK := merged[k]
+				if ok != wantOK || string(v) != want {
+					t.Fatalf("Get(%q) = %q, %v; want %q, %v", k, v, ok, want, wantOK)
+				}
+			}
+			if got, want := rangeString(t, s, nil, nil), modelRange(merged, "", "\xff\xff"); got != want {
+				t.Fatalf("Range = %s, want %s", got, want)
+			}
+			lo, hi := keyOf(next()), keyOf(next())
+			if got, want := rangeString(t, s, []byte(lo), []byte(hi)), modelRange(merged, lo, hi); got != want {
+				t.Fatalf("Range(%q, %q) = %s, want %s", lo, hi, got, want)
+			}
+			if got, want := rangeString(t, eng, nil, nil), modelRange(committed, "", "\xff\xff"); got != want {
+				t.Fatalf("engine = %s, want %s", got, want)
+			}
+			if cp, _ := eng.Checkpoint(); cp != checkpoint {
+				t.Fatalf("Checkpoint() = %d, want %d", cp, checkpoint)
+			}
+			if s.Dirty() != len(stage) {
+				t.Fatalf("Dirty() = %d, want %d", s.Dirty(), len(stage))
+			}
+		}
+	})
+}
+
+func recString(k, v []byte) string {
+	if v == nil {
+		return fmt.Sprintf("%q-", k)
+	}
+	return fmt.Sprintf("%q=%q", k, v)
+}
+
+func parseRec(r string) (k, v string, del bool) {
+	if strings.HasSuffix(r, "-") {
+		_, err := fmt.Sscanf(r, "%q-", &k)
+		if err != nil {
+			panic(err)
+		}
+		return k, "", true
+	}
+	if _, err := fmt.Sscanf(r, "%q=%q", &k, &v); err != nil {
+		panic(err)
+	}
+	return k, v, false
+}
+
+func ptrBytes(p *string) []byte {
+	if p == nil {
+		return nil
+	}
+	return []byte(*p)
+}
+
+func rangeString(t *testing.T, r interface {
+	Range(start, end []byte, fn func(k, v []byte) error) error
+}, start, end []byte) string {
+	t.Helper()
+	var b strings.Builder
+	err := r.Range(start, end, func(k, v []byte) error {
+		fmt.Fprintf(&b, "%q=%q ", k, v)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// modelRange renders m's keys in [lo, hi) like rangeString; every model key
+// is below "\xff\xff".
+func modelRange(m map[string]string, lo, hi string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k >= lo && k < hi {
+			fmt.Fprintf(&b, "%q=%q ", k, m[k])
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,307 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The Pebble keyspace is split by a one-byte prefix so that no user key can
+// ever collide with, or be deleted as, the checkpoint: metadata lives under
+// prefixMeta, user keys under prefixUser. Wipe deletes [prefixMeta,
+// prefixEnd), i.e. everything this package ever writes.
+const (
+	prefixMeta byte = 0x00
+	prefixUser byte = 0x01
+	prefixEnd  byte = 0x02
+)
+
+// ErrCorrupted is returned by OpenPebble when the directory holds a damaged
+// database (a disk fault, or files damaged outside Pebble). Nothing in it can be
+// trusted, so the recovery is to remove the directory and restore the store
+// from its changelog.
+var ErrCorrupted = errors.New("store: corrupted")
+
+var (
+	checkpointKey = []byte{prefixMeta, 'c', 'h', 'e', 'c', 'k', 'p', 'o', 'i', 'n', 't'}
+	userLower     = []byte{prefixUser}
+	userUpper     = []byte{prefixEnd}
+	wipeLower     = []byte{prefixMeta}
+	wipeUpper     = []byte{prefixEnd}
+)
+
+const (
+	// A process may hold dozens of stores (one per task and store name), so
+	// each gets a small memtable rather than a large shared write budget;
+	// state stores see small, frequent batches.
+	pebbleMemTableSize = 4 << 20
+	// Reads are mostly served by the stage or by recently written blocks; a
+	// modest per-store cache bounds memory at dozens of open stores.
+	pebbleCacheSize = 8 << 20
+)
+
+// Pebble is an Engine on a Pebble database in one directory.
+//
+// Invariant 2 (ARCHITECTURE.md): Apply writes the user writes and the
+// checkpoint in one Pebble batch, so they become durable together or not at
+// all.
+//
+// Batches are committed without fsync, and Pebble then keeps the tail of its
+// WAL (the current 32 KiB block) in process memory until the block fills or
+// the database closes, so a crash, even of the process alone, may lose the
+// last few applied batches. It loses them whole, each with its checkpoint:
+// WAL replay stops at the first incomplete batch. The engine is then an
+// older committed state, never a torn one, and the restore replays a little
+// more of the changelog past its checkpoint. That is the trade: no fsync per
+// store per commit, in exchange for a slightly longer replay after a crash.
+type Pebble struct {
+	// mu excludes Close from in-flight operations; Pebble panics on use of
+	// a closed DB. Get and Range hold it shared, so readers on other
+	// goroutines run alongside the task's Apply.
+	mu sync.RWMutex
+	db *pebble.DB // nil once closed
+	// checkpoint mirrors the stored one (read at open, kept in step by
+	// Apply and Wipe) so Checkpoint costs no read; atomic because Apply
+	// updates it under the shared lock.
+	checkpoint atomic.Int64
+}
+
+var _ Engine = (*Pebble)(nil)
+
+// OpenPebble opens (creating if needed) the Pebble database in dir. Only one
+// Pebble may have dir open at a time; Pebble's lock file enforces this.
+func OpenPebble(dir string) (*Pebble, error) {
+	c := pebble.NewCache(pebbleCacheSize)
+	// The DB takes its own reference to the cache; ours is dropped either way.
+	defer c.Unref()
+	opts := &pebble.Options{
+		Cache:        c,
+		MemTableSize: pebbleMemTableSize,
+		Logger:       quietLogger{},
+	}
+	db, err := pebble.Open(dir, opts)
+	if errors.Is(err, pebble.ErrCorruption) {
+		return nil, fmt.Errorf("%w: open pebble %s: %w", ErrCorrupted, dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open pebble %s: %w", dir, err)
+	}
+	p := &Pebble{db: db}
+	cp, err := p.readCheckpoint()
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	p.checkpoint.Store(cp)
+	return p, nil
+}
+
+func (p *Pebble) readCheckpoint() (int64, error) {
+	v, closer, err := p.db.Get(checkpointKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return NoCheckpoint, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read checkpoint: %w", err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: checkpoint of %d bytes", ErrCorrupted, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// Get returns a copy of the value stored under key.
+func (p *Pebble) Get(key []byte) ([]byte, bool, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return nil, false, ErrClosed
+	}
+	// Not a shared buffer: Get runs concurrently with other readers.
+	k := make([]byte, 1+len(key))
+	k[0] = prefixUser
+	copy(k[1:], key)
+	v, closer, err := p.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: get: %w", err)
+	}
+	// make, not bytes.Clone: an empty stored value must come back non-nil,
+	// since nil means "deleted" everywhere else in this package.
+	out := make([]byte, len(v))
+	copy(out, v)
+	if err := closer.Close(); err != nil {
+		return nil, false, fmt.Errorf("store: get: %w", err)
+	}
+	return out, true, nil
+}
+
+// Range calls fn for each key in [start, end) in byte order; a nil bound is
+// open. fn must not call Close on this Pebble (it would wait for Range).
+func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return ErrClosed
+	}
+	io := pebble.IterOptions{LowerBound: userLower, UpperBound: userUpper}
+	if start != nil {
+		io.LowerBound = append([]byte{prefixUser}, start...)
+	}
+	if end != nil {
+		io.UpperBound = append([]byte{prefixUser}, end...)
+	}
+	it, err := p.db.NewIter(&io)
+	if err != nil {
+		return fmt.Errorf("store: range: %w", err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("store: range: %w", err)
+		}
+		if err := fn(it.Key()[1:], v); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: range: %w", err)
+	}
+	return nil
+}
+
+// Apply writes ws and checkpoint in one batch (invariant 2).
+func (p *Pebble) Apply(ws []Write, checkpoint int64) error {
+	if checkpoint < NoCheckpoint {
+		return fmt.Errorf("store: invalid checkpoint %d", checkpoint)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return ErrClosed
+	}
+	if len(ws) == 0 && checkpoint == NoCheckpoint {
+		return nil
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	// Deferred ops encode the prefixed key straight into the batch: no key
+	// buffer, no allocation per write.
+	for _, w := range ws {
+		var op *pebble.DeferredBatchOp
+		if w.Value == nil {
+			op = b.DeleteDeferred(1 + len(w.Key))
+		} else {
+			op = b.SetDeferred(1+len(w.Key), len(w.Value))
+			copy(op.Value, w.Value)
+		}
+		op.Key[0] = prefixUser
+		copy(op.Key[1:], w.Key)
+		if err := op.Finish(); err != nil {
+			return fmt.Errorf("store: apply: %w", err)
+		}
+	}
+	if checkpoint != NoCheckpoint {
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], uint64(checkpoint))
+		if err := b.Set(checkpointKey, v[:], nil); err != nil {
+			return fmt.Errorf("store: apply: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: apply: %w", err)
+	}
+	if checkpoint != NoCheckpoint {
+		p.checkpoint.Store(checkpoint)
+	}
+	return nil
+}
+
+// Checkpoint returns the last recorded changelog offset, or NoCheckpoint.
+func (p *Pebble) Checkpoint() (int64, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return 0, ErrClosed
+	}
+	return p.checkpoint.Load(), nil
+}
+
+// Wipe deletes every key and the checkpoint in one batch, so a crash leaves
+// either the old state with its checkpoint or nothing at all.
+func (p *Pebble) Wipe() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return ErrClosed
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(wipeLower, wipeUpper, nil); err != nil {
+		return fmt.Errorf("store: wipe: %w", err)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: wipe: %w", err)
+	}
+	p.checkpoint.Store(NoCheckpoint)
+	return nil
+}
+
+// ApproximateSize is the database's disk usage, WAL included so that recent
+// writes count before a flush; 0 once closed.
+func (p *Pebble) ApproximateSize() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return 0
+	}
+	m := p.db.Metrics()
+	n := m.DiskSpaceUsage()
+	// The WAL's physical size is only sampled as files are synced or
+	// rotated, which NoSync commits leave for later; its logical size is
+	// current.
+	if m.WAL.Size > m.WAL.PhysicalSize {
+		n += m.WAL.Size - m.WAL.PhysicalSize
+	}
+	return int64(n)
+}
+
+// Close releases the directory; the memtable is not flushed because the WAL
+// already holds every applied batch. Close is idempotent, and waits for
+// in-flight Get and Range calls.
+func (p *Pebble) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.db == nil {
+		return nil
+	}
+	db := p.db
+	p.db = nil
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// quietLogger drops Pebble's informational chatter (a process opens many
+// stores) but keeps errors; Fatalf must not return, as Pebble relies on it.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	pebble.DefaultLogger.Errorf(format, args...)
+}
+
+func (quietLogger) Fatalf(format string, args ...any) {
+	pebble.DefaultLogger.Fatalf(format, args...)
+}

@@ -1,0 +1,315 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Staged is the store a task reads and writes: writes collect in a stage
+// over the Engine and reach it only at Commit, after the Kafka transaction
+// holding their changelog records has committed.
+//
+// Invariant 2 (ARCHITECTURE.md) is kept by this split: the engine only ever
+// holds committed state, tagged by Commit with the changelog offset it
+// reaches, and Abort discards the stage. After a crash the engine is still a
+// committed state, so a restart replays only the changelog tail past its
+// checkpoint instead of wiping it.
+//
+// The changelog records a Staged emits (see SetChangelog) are exactly the
+// writes Commit applies: with the cache on, Flush emits the last write of each
+// key, and Commit refuses to apply writes that were never flushed.
+//
+// A Staged is used by one goroutine (its task's); only the Engine beneath it
+// may be read by others.
+type Staged struct {
+	name      string
+	engine    Engine
+	cache     bool
+	changelog func(key, value []byte)
+
+	// index maps a staged key to its entry; entries keeps them in first-write
+	// order so Commit needs no map iteration.
+	index   map[string]int
+	entries []stagedEntry
+	// pending holds indices of entries written since the last Flush (cache
+	// mode only).
+	pending []int
+	writes  []Write // Commit's scratch, kept to avoid a slice per commit
+
+	stats Stats
+}
+
+type stagedEntry struct {
+	key     []byte // owned by the stage; never mutated
+	value   []byte // nil: delete. Replaced on write, never mutated in place.
+	pending bool   // in Staged.pending
+}
+
+// Stats are cumulative counters of a Staged, for metrics.
+type Stats struct {
+	Gets      int64 // calls to Get
+	StageHits int64 // Gets answered by the stage without reading the engine
+	Puts      int64 // Puts with a non-nil value
+	Deletes   int64 // Deletes, including Puts with a nil value
+	// ChangelogRecords counts records handed to the changelog function,
+	// whether or not their transaction later committed.
+	ChangelogRecords int64
+}
+
+// StagedOption configures a Staged.
+type StagedOption interface {
+	apply(*Staged)
+}
+
+type stagedOptionFunc func(*Staged)
+
+func (f stagedOptionFunc) apply(s *Staged) { f(s) }
+
+// WithoutCache turns off folding: every Put and Delete emits its changelog
+// record at once, so the changelog holds every update (as with Kafka
+// Streams' caching disabled). Default: cache on, so repeated writes of a key
+// within one commit fold into one changelog record emitted at Flush.
+func WithoutCache() StagedOption {
+	return stagedOptionFunc(func(s *Staged) { s.cache = false })
+}
+
+// NewStaged returns a Staged store named name over e. The name is the
+// store's user-given name, from which its changelog topic is derived.
+func NewStaged(name string, e Engine, opts ...StagedOption) *Staged {
+	s := &Staged{
+		name:   name,
+		engine: e,
+		cache:  true,
+		index:  make(map[string]int),
+	}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	return s
+}
+
+// Name returns the store's name.
+func (s *Staged) Name() string { return s.name }
+
+// Engine returns the engine beneath the stage, which holds committed state
+// only.
+func (s *Staged) Engine() Engine { return s.engine }
+
+// SetChangelog sets the function that receives changelog records; a nil
+// value is a tombstone. Without the cache it is called inside Put and
+// Delete; with it, inside Flush. The receiver owns the slices passed: the
+// stage never writes to them again (it may still read the value until
+// Commit, so the receiver must not modify it either).
+func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
+
+// Get reads the stage first, then the engine; a staged delete hides the
+// engine's value. A value from the stage is returned without a copy: the
+// caller must not modify it.
+func (s *Staged) Get(key []byte) ([]byte, bool, error) {
+	s.stats.Gets++
+	if i, ok := s.index[string(key)]; ok {
+		s.stats.StageHits++
+		v := s.entries[i].value
+		return v, v != nil, nil
+	}
+	return s.engine.Get(key)
+}
+
+// Put stages value under key, copying both. A nil value deletes key.
+func (s *Staged) Put(key, value []byte) error {
+	if value == nil {
+		return s.Delete(key)
+	}
+	s.stats.Puts++
+	s.stage(key, value)
+	return nil
+}
+
+// Delete stages a delete of key.
+func (s *Staged) Delete(key []byte) error {
+	s.stats.Deletes++
+	s.stage(key, nil)
+	return nil
+}
+
+func (s *Staged) stage(key, value []byte) {
+	i, ok := s.index[string(key)]
+	if !ok {
+		i = len(s.entries)
+		// One allocation for key and value; the key is capped so no append
+		// can ever reach into the value.
+		buf := make([]byte, len(key)+len(value))
+		copy(buf, key)
+		s.entries = append(s.entries, stagedEntry{key: buf[:len(key):len(key)]})
+		s.index[string(key)] = i
+		if value != nil {
+			copy(buf[len(key):], value)
+			s.entries[i].value = buf[len(key):]
+		}
+	} else if value != nil {
+		// A fresh slice, not a copy into the old one: the old value may
+		// already be owned by the changelog receiver.
+		v := make([]byte, len(value))
+		copy(v, value)
+		s.entries[i].value = v
+	} else {
+		s.entries[i].value = nil
+	}
+	e := &s.entries[i]
+	if !s.cache {
+		s.emit(e)
+		return
+	}
+	if !e.pending {
+		e.pending = true
+		s.pending = append(s.pending, i)
+	}
+}
+
+func (s *Staged) emit(e *stagedEntry) {
+	if s.changelog == nil {
+		return
+	}
+	s.stats.ChangelogRecords++
+	s.changelog(e.key, e.value)
+}
+
+// Range calls fn for each key in [start, end) of the merged view (stage over
+// engine) in byte order; a nil bound is open and staged deletes are hidden.
+// The slices passed to fn are valid only during the call and must not be
+// modified. fn must not write to this Staged.
+func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) error {
+	staged := s.sortedIn(start, end)
+	i := 0
+	// emitBefore hands fn the staged keys below limit (all of them if limit
+	// is nil) and leaves i at the first staged key not below it.
+	emitBefore := func(limit []byte) error {
+		for ; i < len(staged); i++ {
+			e := &s.entries[staged[i]]
+			if limit != nil && bytes.Compare(e.key, limit) >= 0 {
+				return nil
+			}
+			if e.value == nil {
+				continue
+			}
+			if err := fn(e.key, e.value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := s.engine.Range(start, end, func(k, v []byte) error {
+		if err := emitBefore(k); err != nil {
+			return err
+		}
+		if i < len(staged) {
+			if e := &s.entries[staged[i]]; bytes.Equal(e.key, k) {
+				i++
+				if e.value == nil {
+					return nil
+				}
+				return fn(e.key, e.value)
+			}
+		}
+		return fn(k, v)
+	})
+	if err != nil {
+		return err
+	}
+	return emitBefore(nil)
+}
+
+// sortedIn returns the indices of staged entries with keys in [start, end),
+// in key order.
+func (s *Staged) sortedIn(start, end []byte) []int {
+	var idx []int
+	for i := range s.entries {
+		k := s.entries[i].key
+		if start != nil && bytes.Compare(k, start) < 0 {
+			continue
+		}
+		if end != nil && bytes.Compare(k, end) >= 0 {
+			continue
+		}
+		idx = append(idx, i)
+	}
+	s.sortIndices(idx)
+	return idx
+}
+
+func (s *Staged) sortIndices(idx []int) {
+	slices.SortFunc(idx, func(a, b int) int {
+		return bytes.Compare(s.entries[a].key, s.entries[b].key)
+	})
+}
+
+// Flush emits, with the cache on, one changelog record per key written since
+// the last Flush, carrying its latest value, in byte order of keys so the
+// changelog is deterministic under replay (invariant 5). The runtime calls it
+// right before ending the transaction; more writes may follow it and are
+// emitted by the next Flush. Without the cache it does nothing.
+func (s *Staged) Flush() {
+	if len(s.pending) == 0 {
+		return
+	}
+	s.sortIndices(s.pending)
+	for _, i := range s.pending {
+		e := &s.entries[i]
+		e.pending = false
+		s.emit(e)
+	}
+	s.pending = s.pending[:0]
+}
+
+// ErrUnflushed is returned by Commit when writes made with the cache on have
+// not been emitted to the changelog by a Flush: applying them would leave
+// local state ahead of the changelog, which a restore could not reproduce.
+var ErrUnflushed = errors.New("store: commit with unflushed writes")
+
+// Commit applies everything staged since the last Commit or Abort to the
+// engine in one atomic step, with checkpoint: the offset of the last
+// changelog record of this store in the committed transaction, or
+// NoCheckpoint if it wrote none. It is called only after the transaction
+// has committed (invariant 2). On error the stage is kept, so Commit may be
+// retried; if it cannot succeed, the engine is behind the changelog and must
+// be restored from it.
+func (s *Staged) Commit(checkpoint int64) error {
+	if s.changelog != nil && len(s.pending) > 0 {
+		return fmt.Errorf("%w: %d keys in store %s", ErrUnflushed, len(s.pending), s.name)
+	}
+	if len(s.entries) == 0 && checkpoint == NoCheckpoint {
+		return nil
+	}
+	ws := s.writes[:0]
+	for i := range s.entries {
+		e := &s.entries[i]
+		ws = append(ws, Write{Key: e.key, Value: e.value})
+	}
+	err := s.engine.Apply(ws, checkpoint)
+	clear(ws)
+	s.writes = ws[:0]
+	if err != nil {
+		return fmt.Errorf("store: commit %s: %w", s.name, err)
+	}
+	s.reset()
+	return nil
+}
+
+// Abort discards the stage, flushed or not; the transaction that carried
+// any flushed records aborted with them.
+func (s *Staged) Abort() { s.reset() }
+
+func (s *Staged) reset() {
+	clear(s.index)
+	clear(s.entries) // drop references for the collector; the capacity is reused
+	s.entries = s.entries[:0]
+	s.pending = s.pending[:0]
+}
+
+// Dirty returns the number of staged keys.
+func (s *Staged) Dirty() int { return len(s.entries) }
+
+// Stats returns the cumulative counters.
+func (s *Staged) Stats() Stats { return s.stats }
