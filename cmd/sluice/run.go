@@ -42,7 +42,7 @@ func exampleParams(cmd *cobra.Command, e examples.Example) map[string]string {
 }
 
 func newRunCmd() *cobra.Command {
-	var logLevel string
+	var logLevel, httpAddr string
 	cmd := &cobra.Command{
 		Use:   "run <example>",
 		Short: "Run one instance of a built-in example (" + fmt.Sprint(examples.Names()) + ")",
@@ -70,11 +70,20 @@ tasks and leaves the group.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if httpAddr != "" {
+				addr, stopHTTP, err := serveHTTP(httpAddr, app, log)
+				if err != nil {
+					return err
+				}
+				defer stopHTTP()
+				log.Info("http listening", "addr", addr)
+			}
 			log.Info("starting", "example", e.Name, "application.id", cfg.AppID, "guarantee", cfg.Guarantee.String())
 			return app.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics and /healthz on this address (a port alone binds 127.0.0.1); off when empty")
 	addAppFlags(cmd)
 	addExampleFlags(cmd)
 	return cmd
