@@ -1,0 +1,19 @@
+// Package processor runs a topology: App is one instance of an application,
+// and instances with the same application.id share the work as one consumer
+// group.
+//
+//	app, err := processor.New(t,
+//		processor.ApplicationID("billing"),
+//		processor.Brokers("127.0.0.1:9092"),
+//		processor.StateDir("/var/lib/billing"))
+//	if err != nil { ... }
+//	err = app.Run(ctx) // until ctx ends: commit, close tasks, leave
+//
+// An instance owns tasks — (sub-topology, partition) pairs handed out by
+// sluice's assignor, co-partitioned inputs together — and runs each against
+// local stores restored from their changelog topics. Every commit.interval it
+// ends one transaction holding all outputs, changelog records and input
+// offsets (see the txn package and DESIGN.md for the commit sequence and the
+// invariants it keeps). Tasks are deterministic state machines; this package's
+// loop owns the client, the polling and the transaction around them.
+package processor
