@@ -1,0 +1,319 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/txn"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	Records        int
+	Partitions     int32
+	CommitInterval time.Duration
+	Scenarios      []string // default: all
+}
+
+// Result is one scenario's measurement.
+type Result struct {
+	Scenario  string  `json:"scenario"`
+	Guarantee string  `json:"guarantee"`
+	Records   int     `json:"records"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"records_per_second"`
+	// VsPipe is PerSecond over the exactly_once pipe of the same run.
+	VsPipe float64 `json:"vs_pipe"`
+	Note   string  `json:"note,omitempty"`
+}
+
+// Scenarios lists the scenario names in run order.
+var Scenarios = []string{"pipe", "stateless", "count", "wordcount", "billing"}
+
+type scenario struct {
+	name  string
+	input func(n int, r *rand.Rand) []*kgo.Record
+	note  string
+	// run processes the preloaded input under g until it is committed.
+	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (stop func() error, group string, err error)
+}
+
+// Run runs the chosen scenarios under exactly_once and at_least_once.
+func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, error) {
+	want := map[string]bool{}
+	for _, s := range cfg.Scenarios {
+		want[s] = true
+	}
+	var out []Result
+	var pipe float64
+	for _, sc := range scenarioList() {
+		if len(want) > 0 && !want[sc.name] && sc.name != "pipe" {
+			continue
+		}
+		for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce} {
+			res, err := runOne(ctx, cfg, sc, g)
+			if err != nil {
+				return out, fmt.Errorf("bench: %s %s: %w", sc.name, g, err)
+			}
+			if sc.name == "pipe" && g == txn.ExactlyOnce {
+				pipe = res.PerSecond
+			}
+			if pipe > 0 {
+				res.VsPipe = res.PerSecond / pipe
+			}
+			out = append(out, res)
+			if progress != nil {
+				progress(res)
+			}
+		}
+	}
+	return out, nil
+}
+
+func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Result, error) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: int(cfg.Partitions)})
+	if err != nil {
+		return Result{}, err
+	}
+	defer b.Close()
+	addrs := b.Addrs()
+	for _, t := range []string{"in", "out", "out2", "dlq"} {
+		if err := broker.CreateTopic(ctx, addrs, t, cfg.Partitions, nil); err != nil {
+			return Result{}, err
+		}
+	}
+	recs := sc.input(cfg.Records, rand.New(rand.NewPCG(1, 2)))
+	if err := preload(ctx, addrs, recs); err != nil {
+		return Result{}, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	stop, group, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir)
+	if err != nil {
+		return Result{}, err
+	}
+	werr := waitCommitted(ctx, addrs, group)
+	took := time.Since(start)
+	if serr := stop(); werr == nil {
+		werr = serr
+	}
+	if werr != nil {
+		return Result{}, werr
+	}
+	return Result{
+		Scenario: sc.name, Guarantee: g.String(), Records: len(recs),
+		Seconds: took.Seconds(), PerSecond: float64(len(recs)) / took.Seconds(), Note: sc.note,
+	}, nil
+}
+
+func preload(ctx context.Context, addrs []string, recs []*kgo.Record) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var perr error
+	for _, r := range recs {
+		cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil && perr == nil {
+				perr = err
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return perr
+}
+
+// waitCommitted waits until the group's committed offsets reach the end of
+// the input topic and then of every other topic the group reads (whose ends
+// are final once the input is committed, since they commit together).
+func waitCommitted(ctx context.Context, addrs []string, group string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(30 * time.Minute)
+	inputDone := false
+	for time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err == nil {
+			names := make([]string, 0, len(offs))
+			for t := range offs {
+				names = append(names, t)
+			}
+			ends, lerr := adm.ListEndOffsets(ctx, names...)
+			if lerr == nil && len(names) > 0 {
+				done := true
+				ends.Each(func(o kadm.ListedOffset) {
+					if inputDone || o.Topic == "in" {
+						c, ok := offs.Lookup(o.Topic, o.Partition)
+						if o.Offset > 0 && (!ok || c.At < o.Offset) {
+							done = false
+						}
+					}
+				})
+				if _, ok := offs["in"]; ok && done {
+					if inputDone {
+						return nil
+					}
+					inputDone = true
+					continue
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("bench: group %s did not finish in time", group)
+}
+
+func keyed(n int, r *rand.Rand) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	val := make([]byte, 100)
+	for i := range val {
+		val[i] = 'a' + byte(i%26)
+	}
+	for i := range recs {
+		k := make([]byte, 8)
+		copy(k, fmt.Sprintf("%08d", r.IntN(100_000)))
+		recs[i] = &kgo.Record{Topic: "in", Key: k, Value: val}
+	}
+	return recs
+}
+
+func scenarioList() []scenario {
+	return []scenario{
+		{name: "pipe", input: keyed, note: "raw franz-go consume→produce loop", run: runPipe},
+		{name: "stateless", input: keyed, note: "map+filter", run: runTopology(func() *topology.Topology {
+			t := topology.New()
+			s := topology.From(t, "in", serde.Bytes, serde.Bytes)
+			s = topology.MapValues(s, func(v []byte) []byte { return v[:len(v)-1] })
+			s = topology.Filter(s, func(k, _ []byte) bool { return len(k) > 0 })
+			topology.To(s, "out", serde.Bytes, serde.Bytes)
+			return t
+		})},
+		{name: "count", input: keyed, note: "count per key, Pebble store with changelog", run: runTopology(func() *topology.Topology {
+			t := topology.New()
+			s := topology.From(t, "in", serde.String, serde.Bytes)
+			c := topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
+			topology.To(topology.ToStream(c), "out", serde.String, serde.Int64Text)
+			return t
+		})},
+		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic", run: runTopology(func() *topology.Topology {
+			return examples.WordCount("in", "out", "dlq")
+		})},
+		{name: "billing", input: bills, note: "JSON bills, half re-keyed through a repartition topic, 2 stores", run: runTopology(func() *topology.Topology {
+			return examples.Billing("in", "out", "out2", "dlq")
+		})},
+	}
+}
+
+func lines(n int, r *rand.Rand) []*kgo.Record {
+	words := []string{"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "cat"}
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		var line []byte
+		for j := range 1 + r.IntN(8) {
+			if j > 0 {
+				line = append(line, ' ')
+			}
+			line = append(line, words[r.IntN(len(words))]...)
+			line = strconv.AppendInt(line, int64(r.IntN(1000)), 10)
+		}
+		recs[i] = &kgo.Record{Topic: "in", Value: line}
+	}
+	return recs
+}
+
+func bills(n int, r *rand.Rand) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		b := examples.Bill{BillID: "b" + strconv.Itoa(i), Account: "acct-" + strconv.Itoa(r.IntN(10_000)), AmountCents: int64(r.IntN(100_000)), TS: int64(i)}
+		v, _ := json.Marshal(b)
+		var key []byte
+		if i%2 == 0 {
+			key = []byte(b.Account)
+		}
+		recs[i] = &kgo.Record{Topic: "in", Key: key, Value: v}
+	}
+	return recs
+}
+
+func runTopology(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string) (func() error, string, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (func() error, string, error) {
+		group := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		app, err := processor.New(build(), processor.ApplicationID(group), processor.Brokers(addrs...),
+			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))
+		if err != nil {
+			return nil, "", err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- app.Run(rctx) }()
+		return func() error { cancel(); return <-done }, group, nil
+	}
+}
+
+// runPipe is the limit: consume, produce each record unchanged, commit every
+// interval — in a transaction under exactly_once.
+func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string) (func() error, string, error) {
+	group := "pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	sess, err := txn.NewSession(g, group+"-txn",
+		kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
+		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1<<20))
+	if err != nil {
+		return nil, "", err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		defer sess.Close()
+		for rctx.Err() == nil {
+			if err := sess.Begin(); err != nil {
+				done <- err
+				return
+			}
+			start := time.Now()
+			for time.Since(start) < interval && rctx.Err() == nil {
+				pctx, pcancel := context.WithDeadline(rctx, start.Add(interval))
+				fs := sess.PollFetches(pctx)
+				pcancel()
+				fs.EachRecord(func(r *kgo.Record) {
+					sess.Produce(rctx, &kgo.Record{Topic: "out", Key: r.Key, Value: r.Value}, nil)
+				})
+			}
+			ectx, ecancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := sess.End(ectx, rctx.Err() == nil)
+			ecancel()
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return func() error { cancel(); return <-done }, group, nil
+}
