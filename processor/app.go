@@ -305,6 +305,15 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		return fatalError{err}
 	}
 	in.adm = kadm.NewClient(in.sess.Client())
+	if a.cfg.guarantee == txn.ExactlyOnce {
+		// Initialise the transactional producer now: this fences a dead
+		// incarnation with the same transactional id and aborts the
+		// transaction it left open, before any restore waits on it.
+		if _, _, err := in.sess.Client().ProducerID(ctx); err != nil {
+			in.sess.Close()
+			return fmt.Errorf("processor: init producer id: %w", err)
+		}
+	}
 	defer func() {
 		in.closeTasks(in.allTasks())
 		in.sess.Close()
