@@ -1,0 +1,542 @@
+package integration
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	fixtureBills      = 3000
+	fixtureAccounts   = 40
+	fixturePartitions = 4
+)
+
+// fixture is one input log, written, plus topics for the outputs.
+type fixture struct {
+	addrs  []string
+	topics Topics
+	group  string
+	bills  []InputBill
+	input  []InputRecord // input[i] is where bills[i] landed
+}
+
+func newFixture(t *testing.T, addrs []string) *fixture {
+	t.Helper()
+	prefix := uniquePrefix(t)
+	f := &fixture{
+		addrs:  addrs,
+		topics: DefaultTopics().WithPrefix(prefix),
+		group:  prefix + "billing",
+		bills:  GenerateBills(11, fixtureBills, fixtureAccounts),
+	}
+	createTopics(t, addrs, fixturePartitions, f.topics.Input)
+	// Fewer output partitions than input ones, so that accounts from
+	// different input partitions share an output partition.
+	createTopics(t, addrs, 3, f.topics.Accepted, f.topics.Totals, f.topics.DLQ)
+	var err error
+	if f.input, err = ProduceBills(testContext(t, time.Minute), addrs, f.topics.Input, f.bills); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// outRec is one output record the reference implementation writes.
+type outRec struct {
+	topic   string
+	key     []byte
+	value   []byte
+	headers []kgo.RecordHeader
+}
+
+// plan is the complete output of a run of the billing application.
+type plan struct {
+	records []outRec        // in the order they are written
+	commit  map[int32]int64 // input partition -> committed offset
+}
+
+func (p *plan) indexes(topic string) []int {
+	var is []int
+	for i, r := range p.records {
+		if r.topic == topic {
+			is = append(is, i)
+		}
+	}
+	return is
+}
+
+func (p *plan) insert(i int, r outRec) { p.records = slices.Insert(p.records, i, r) }
+func (p *plan) remove(i int)           { p.records = slices.Delete(p.records, i, i+1) }
+
+// reference is an implementation of the billing contract independent of the
+// checker: it trusts the generator's Kind instead of parsing, and it
+// interleaves the input partitions in short runs the way tasks on several
+// instances would. The bill named by skip is dropped as if never seen.
+func reference(f *fixture, skip string) *plan {
+	queues := make(map[int32][]int) // input partition -> indexes, in offset order
+	for i, r := range f.input {
+		queues[r.Partition] = append(queues[r.Partition], i)
+	}
+	p := &plan{commit: make(map[int32]int64)}
+	seen := make(map[string]bool)
+	totals := make(map[string]Totals)
+	for len(queues) > 0 {
+		for _, part := range sortedKeys(queues) {
+			n := min(7, len(queues[part]))
+			for _, i := range queues[part][:n] {
+				b, in := f.bills[i], f.input[i]
+				p.commit[in.Partition] = in.Offset + 1
+				if b.Kind == KindMalformed {
+					p.records = append(p.records, deadLetter(f, in))
+					continue
+				}
+				if seen[b.Bill.BillID] {
+					continue
+				}
+				seen[b.Bill.BillID] = true
+				if b.Bill.BillID == skip {
+					continue
+				}
+				acct := []byte(b.Bill.Account)
+				totals[b.Bill.Account] = totals[b.Bill.Account].Add(b.Bill)
+				p.records = append(p.records,
+					outRec{topic: f.topics.Accepted, key: acct, value: mustMarshal(Accepted{
+						Bill: b.Bill, Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
+					})},
+					outRec{topic: f.topics.Totals, key: acct, value: mustMarshal(totals[b.Bill.Account])},
+				)
+			}
+			if queues[part] = queues[part][n:]; len(queues[part]) == 0 {
+				delete(queues, part)
+			}
+		}
+	}
+	return p
+}
+
+func deadLetter(f *fixture, in InputRecord) outRec {
+	return outRec{topic: f.topics.DLQ, key: in.Key, value: in.Value, headers: []kgo.RecordHeader{
+		{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
+		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(in.Partition)))},
+		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(in.Offset, 10))},
+		{Key: HeaderErrorClass, Value: []byte("deserialization")},
+		{Key: HeaderErrorMessage, Value: []byte("not a bill")},
+	}}
+}
+
+func transactionalClient(t *testing.T, f *fixture, id string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(f.addrs...),
+		kgo.TransactionalID(f.group + "-" + id),
+		kgo.TransactionTimeout(time.Minute),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func (r outRec) kgo() *kgo.Record {
+	return &kgo.Record{Topic: r.topic, Key: r.key, Value: r.value, Headers: r.headers}
+}
+
+// write commits the plan in several transactions, as a sequence of commit
+// intervals would, then commits the input offsets.
+func (p *plan) write(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := testContext(t, time.Minute)
+	cl := transactionalClient(t, f, "reference")
+	const perTxn = 500
+	for start := 0; start < len(p.records); start += perTxn {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for _, r := range p.records[start:min(start+perTxn, len(p.records))] {
+			recs = append(recs, r.kgo())
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(p.commit) == 0 {
+		return
+	}
+	offs := make(kadm.Offsets)
+	for part, at := range p.commit {
+		offs.AddOffset(f.topics.Input, part, at, -1)
+	}
+	if err := newAdmin(t, f.addrs).CommitAllOffsets(ctx, f.group, offs); err != nil {
+		t.Fatalf("committing offsets: %v", err)
+	}
+}
+
+func check(t *testing.T, f *fixture) Report {
+	t.Helper()
+	rep, err := CheckBillingTopics(testContext(t, 2*time.Minute), f.addrs, f.topics, f.input, f.group)
+	if err != nil {
+		t.Fatalf("CheckBilling: %v", err)
+	}
+	return rep
+}
+
+func countKinds(bills []InputBill) map[Kind]int {
+	c := make(map[Kind]int)
+	for _, b := range bills {
+		c[b.Kind]++
+	}
+	return c
+}
+
+func TestCheckBillingAcceptsCorrectOutput(t *testing.T) {
+	f := newFixture(t, testBrokers(t))
+	reference(f, "").write(t, f)
+
+	rep := check(t, f)
+	t.Log(rep)
+	if !rep.OK() {
+		t.Fatalf("the reference output fails the check:\n%s", rep)
+	}
+	kinds := countKinds(f.bills)
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{
+		{"input records", rep.InputRecords, len(f.bills)},
+		{"unique valid bills", rep.UniqueValid, kinds[KindBill]},
+		{"duplicates", rep.Duplicates, kinds[KindDuplicate]},
+		{"malformed", rep.Malformed, kinds[KindMalformed]},
+		{"accepted", rep.Accepted, kinds[KindBill]},
+		{"totals updates", rep.TotalsUpdates, kinds[KindBill]},
+		{"dead letters", rep.DLQ, kinds[KindMalformed]},
+	} {
+		if c.got != c.want {
+			t.Errorf("report counts %d %s, want %d", c.got, c.name, c.want)
+		}
+	}
+	if kinds[KindDuplicate] == 0 || kinds[KindMalformed] == 0 {
+		t.Fatalf("the fixture exercises too little: %v", kinds)
+	}
+}
+
+// TestCheckBillingNegativeControls breaks a correct output in one way at a
+// time; a checker that stays silent for any of them proves nothing when it
+// passes a real run.
+func TestCheckBillingNegativeControls(t *testing.T) {
+	addrs := testBrokers(t)
+
+	// A bill of a busy account, so its totals update is not the first.
+	busyBill := func(f *fixture) string {
+		n := make(map[string]int)
+		for _, b := range f.bills {
+			if b.Kind == KindBill {
+				if n[b.Bill.Account]++; n[b.Bill.Account] == 5 {
+					return b.Bill.BillID
+				}
+			}
+		}
+		t.Fatal("no account with five bills")
+		return ""
+	}
+	firstMalformed := func(f *fixture) InputRecord {
+		for i, b := range f.bills {
+			if b.Kind == KindMalformed {
+				return f.input[i]
+			}
+		}
+		t.Fatal("no malformed input")
+		return InputRecord{}
+	}
+	// The index of the accepted record of bill in p.
+	acceptedOf := func(f *fixture, p *plan, bill string) int {
+		for _, i := range p.indexes(f.topics.Accepted) {
+			var a Accepted
+			if err := json.Unmarshal(p.records[i].value, &a); err != nil {
+				t.Fatal(err)
+			}
+			if a.BillID == bill {
+				return i
+			}
+		}
+		t.Fatalf("bill %s not in the plan", bill)
+		return -1
+	}
+
+	for _, tc := range []struct {
+		name string
+		// plan makes the output that is written; nil means the
+		// reference output.
+		plan func(*fixture) *plan
+		// after runs once the output is written.
+		after func(*testing.T, *fixture)
+		want  string // a substring of the expected violation
+		// wantOK marks a positive control: the change must not count as
+		// a violation.
+		wantOK bool
+	}{
+		{
+			name: "duplicate accepted record",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				i := acceptedOf(f, p, busyBill(f))
+				p.insert(i+2, p.records[i])
+				return p
+			},
+			want: "was accepted 2 times",
+		},
+		{
+			name: "accepted bill missing",
+			plan: func(f *fixture) *plan { return reference(f, busyBill(f)) },
+			want: "was never accepted",
+		},
+		{
+			name: "wrong running total",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				i := acceptedOf(f, p, busyBill(f)) + 1
+				var tot Totals
+				if err := json.Unmarshal(p.records[i].value, &tot); err != nil {
+					t.Fatal(err)
+				}
+				tot.SumCents++
+				p.records[i].value = mustMarshal(tot)
+				return p
+			},
+			want: "totals: account",
+		},
+		{
+			name: "totals update missing",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				p.remove(acceptedOf(f, p, busyBill(f)) + 1)
+				return p
+			},
+			want: "updates for",
+		},
+		{
+			name: "totals updates reordered",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				acct := p.records[acceptedOf(f, p, busyBill(f))].key
+				var is []int
+				for _, i := range p.indexes(f.topics.Totals) {
+					if string(p.records[i].key) == string(acct) {
+						is = append(is, i)
+					}
+				}
+				a, b := is[1], is[2]
+				p.records[a].value, p.records[b].value = p.records[b].value, p.records[a].value
+				return p
+			},
+			want: "later updates of the account differ",
+		},
+		{
+			name: "accepted record names another input",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				i := acceptedOf(f, p, busyBill(f))
+				var a Accepted
+				if err := json.Unmarshal(p.records[i].value, &a); err != nil {
+					t.Fatal(err)
+				}
+				for _, in := range f.input {
+					if b, err := ParseBill(in.Value); err == nil && b.BillID != a.BillID {
+						a.Partition, a.Offset = in.Partition, in.Offset
+						break
+					}
+				}
+				p.records[i].value = mustMarshal(a)
+				return p
+			},
+			want: "differs from input",
+		},
+		{
+			name: "malformed input accepted",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				in := firstMalformed(f)
+				p.records = append(p.records, outRec{topic: f.topics.Accepted, key: []byte("acct-x"), value: mustMarshal(Accepted{
+					Bill:  Bill{BillID: "bad-x", Account: "acct-x", AmountCents: 1, TS: 1},
+					Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
+				})})
+				return p
+			},
+			want: "which is malformed",
+		},
+		{
+			name: "dead letter missing",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				p.remove(p.indexes(f.topics.DLQ)[0])
+				return p
+			},
+			want: "has no dead letter",
+		},
+		{
+			name: "dead letter duplicated",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				i := p.indexes(f.topics.DLQ)[0]
+				p.insert(i+1, p.records[i])
+				return p
+			},
+			want: "dead letters, at",
+		},
+		{
+			name: "dead letter bytes altered",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				i := p.indexes(f.topics.DLQ)[0]
+				p.records[i].value = append(slices.Clone(p.records[i].value), '!')
+				return p
+			},
+			want: "differs from the value",
+		},
+		{
+			name: "valid bill sent to the DLQ",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				for i, b := range f.bills {
+					if b.Kind == KindBill {
+						p.records = append(p.records, deadLetter(f, f.input[i]))
+						break
+					}
+				}
+				return p
+			},
+			want: "is the valid bill",
+		},
+		{
+			name: "transaction left open",
+			after: func(t *testing.T, f *fixture) {
+				cl := transactionalClient(t, f, "zombie")
+				if err := cl.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				p := reference(f, "")
+				r := p.records[p.indexes(f.topics.Accepted)[0]]
+				if err := cl.ProduceSync(testContext(t, time.Minute), r.kgo()).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "a transaction is still open",
+		},
+		{
+			name: "committed offsets short of the end",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				p.commit[0]--
+				return p
+			},
+			want: "offsets: group",
+		},
+		{
+			name: "no committed offsets",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				p.commit = nil
+				return p
+			},
+			want: "has no committed offset",
+		},
+		{
+			// What a crash between produce and commit leaves behind:
+			// the retried records exist in the log, but aborted. Only
+			// read_committed makes them invisible.
+			name: "aborted duplicates are invisible",
+			after: func(t *testing.T, f *fixture) {
+				cl := transactionalClient(t, f, "aborted")
+				if err := cl.BeginTransaction(); err != nil {
+					t.Fatal(err)
+				}
+				p := reference(f, "")
+				var recs []*kgo.Record
+				for _, i := range p.indexes(f.topics.Accepted)[:50] {
+					recs = append(recs, p.records[i].kgo(), p.records[i+1].kgo())
+				}
+				recs = append(recs, p.records[p.indexes(f.topics.DLQ)[0]].kgo())
+				ctx := testContext(t, time.Minute)
+				if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantOK: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, addrs)
+			p := reference(f, "")
+			if tc.plan != nil {
+				p = tc.plan(f)
+			}
+			p.write(t, f)
+			if tc.after != nil {
+				tc.after(t, f)
+			}
+			rep := check(t, f)
+			t.Log(rep)
+			if tc.wantOK {
+				if !rep.OK() {
+					t.Fatalf("positive control reported violations:\n%s", rep)
+				}
+				return
+			}
+			if !slices.ContainsFunc(rep.Violations, func(v string) bool { return strings.Contains(v, tc.want) }) {
+				t.Fatalf("no violation containing %q:\n%s", tc.want, rep)
+			}
+		})
+	}
+}
+
+// TestCheckBillingStopsOnOpenTransactions guards the checker's own
+// liveness: a read_committed consumer can never pass an open transaction,
+// and the check must still end, quickly, with a verdict.
+func TestCheckBillingStopsOnOpenTransactions(t *testing.T) {
+	f := newFixture(t, testBrokers(t))
+	reference(f, "").write(t, f)
+	cl := transactionalClient(t, f, "open", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, time.Minute)
+	var recs []*kgo.Record
+	for _, topic := range f.topics.outputs() {
+		for p := range int32(3) {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: []byte("{}")})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rep := check(t, f)
+	if took := time.Since(start); took > readIdle {
+		t.Errorf("the check took %v", took)
+	}
+	var open int
+	for _, v := range rep.Violations {
+		if strings.HasPrefix(v, "txn:") {
+			open++
+		} else {
+			t.Errorf("unexpected violation: %s", v)
+		}
+	}
+	if open != 9 {
+		t.Fatalf("%d open transaction violations, want one per output partition (9):\n%s", open, rep)
+	}
+}

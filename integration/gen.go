@@ -1,0 +1,315 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Bill is the billing example's input event.
+type Bill struct {
+	BillID      string `json:"bill_id"`
+	Account     string `json:"account"`
+	AmountCents int64  `json:"amount_cents"`
+	TS          int64  `json:"ts"`
+}
+
+// Kind says what the generator meant a record to be. The checker does not
+// read it: it classifies the bytes itself, so a generator bug cannot hide a
+// processing bug.
+type Kind int
+
+const (
+	// KindBill is the first occurrence of a valid bill.
+	KindBill Kind = iota
+	// KindDuplicate re-sends an earlier bill with identical key and value,
+	// as an upstream producer retry would.
+	KindDuplicate
+	// KindMalformed is a record the application must send to the DLQ.
+	KindMalformed
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindBill:
+		return "bill"
+	case KindDuplicate:
+		return "duplicate"
+	case KindMalformed:
+		return "malformed"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// InputBill is one record of the generated input, in production order.
+type InputBill struct {
+	Key   []byte // the account, the bill_id, or nil
+	Value []byte
+	Kind  Kind
+	Bill  Bill   // zero for KindMalformed
+	Fault string // for KindMalformed: how the record is broken
+}
+
+// InputRecord is one record of the input log as actually written.
+type InputRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+}
+
+// baseTS is fixed rather than time.Now so that a seed reproduces the exact
+// bytes of a failed run.
+const baseTS = 1_750_000_000_000
+
+// GenerateBills returns a deterministic input log holding n unique valid
+// bills over the given number of accounts, plus about 5% duplicates (the
+// same record re-sent right after its original or a few records later) and
+// about 1% malformed records.
+func GenerateBills(seed int64, n int, accounts int) []InputBill {
+	n = max(n, 0)
+	accounts = max(accounts, 1)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x736c75696365))
+	g := &generator{rng: rng, accounts: accounts}
+
+	out := make([]InputBill, 0, n+n/16+8)
+	type resend struct {
+		due int // len(out) at which the duplicate is appended
+		b   InputBill
+	}
+	var resends []resend
+	flush := func(all bool) {
+		for i := 0; i < len(resends); {
+			if all || resends[i].due <= len(out) {
+				out = append(out, resends[i].b)
+				resends = append(resends[:i], resends[i+1:]...)
+				continue
+			}
+			i++
+		}
+	}
+
+	for i := range n {
+		b := g.bill(i)
+		out = append(out, b)
+		if rng.Float64() < 0.05 {
+			dup := b
+			dup.Kind = KindDuplicate
+			delay := 0
+			if rng.IntN(2) == 0 {
+				delay = 1 + rng.IntN(6)
+			}
+			resends = append(resends, resend{due: len(out) + delay, b: dup})
+		}
+		flush(false)
+		if rng.Float64() < 0.01 {
+			out = append(out, g.malformed())
+			flush(false)
+		}
+	}
+	flush(true)
+	return out
+}
+
+type generator struct {
+	rng      *rand.Rand
+	accounts int
+	nbad     int
+}
+
+func (g *generator) account() string {
+	// A few hot accounts give long running totals, where an update applied
+	// twice or lost after a crash shifts every later total.
+	hot := max(g.accounts/20, 1)
+	if g.rng.IntN(10) < 3 {
+		return fmt.Sprintf("acct-%05d", g.rng.IntN(hot))
+	}
+	return fmt.Sprintf("acct-%05d", g.rng.IntN(g.accounts))
+}
+
+func (g *generator) amount() int64 {
+	// Never zero: an implementation may well treat a zero amount as missing.
+	switch r := g.rng.IntN(100); {
+	case r < 5: // refunds, so min_cents is exercised below zero
+		return -1 - g.rng.Int64N(20_000)
+	case r < 10: // beyond 32 bits, so a narrowing sum shows
+		return 1_000_000 + g.rng.Int64N(10_000_000_000)
+	default:
+		return 1 + g.rng.Int64N(49_999)
+	}
+}
+
+func (g *generator) key(b Bill) []byte {
+	switch r := g.rng.IntN(10); {
+	case r < 4:
+		return []byte(b.Account)
+	case r < 8:
+		return []byte(b.BillID)
+	default:
+		return nil
+	}
+}
+
+func (g *generator) bill(i int) InputBill {
+	b := Bill{
+		BillID:      fmt.Sprintf("bill-%07d", i),
+		Account:     g.account(),
+		AmountCents: g.amount(),
+		// Slightly out of order, as event times are.
+		TS: baseTS + int64(i)*250 + g.rng.Int64N(10_000) - 5_000,
+	}
+	v, err := json.Marshal(b)
+	if err != nil {
+		panic(err) // a struct of strings and integers always marshals
+	}
+	return InputBill{Key: g.key(b), Value: v, Kind: KindBill, Bill: b}
+}
+
+func (g *generator) malformed() InputBill {
+	g.nbad++
+	b := Bill{
+		BillID:      fmt.Sprintf("bad-%05d", g.nbad),
+		Account:     g.account(),
+		AmountCents: g.amount(),
+		TS:          baseTS + g.rng.Int64N(1_000_000),
+	}
+	fields := map[string]any{
+		"bill_id":      b.BillID,
+		"account":      b.Account,
+		"amount_cents": b.AmountCents,
+		"ts":           b.TS,
+	}
+	names := []string{"bill_id", "account", "amount_cents", "ts"}
+	var (
+		v     []byte
+		fault string
+	)
+	switch g.rng.IntN(4) {
+	case 0:
+		fault = "invalid-json"
+		switch g.rng.IntN(3) {
+		case 0:
+			v = []byte("not json at all " + b.BillID)
+		case 1:
+			v = []byte(`{"bill_id": ` + b.BillID + `, "account": }`)
+		default:
+			v = []byte{0xff, 0xfe, 0x00, '{', 0x80, '}'}
+		}
+	case 1:
+		fault = "truncated-json"
+		full := mustMarshal(fields)
+		v = full[:1+g.rng.IntN(len(full)-1)]
+	case 2:
+		f := names[g.rng.IntN(len(names))]
+		fault = "missing-field:" + f
+		if (f == "bill_id" || f == "account") && g.rng.IntN(2) == 0 {
+			fault = "empty-field:" + f
+			fields[f] = ""
+		} else {
+			delete(fields, f)
+		}
+		v = mustMarshal(fields)
+	default:
+		f := names[g.rng.IntN(len(names))]
+		fault = "wrong-type:" + f
+		switch f {
+		case "bill_id":
+			fields[f] = 12345
+		case "account":
+			fields[f] = map[string]string{"id": b.Account}
+		case "amount_cents":
+			fields[f] = fmt.Sprint(b.AmountCents)
+		case "ts":
+			fields[f] = true
+		}
+		v = mustMarshal(fields)
+	}
+	return InputBill{Key: g.key(b), Value: v, Kind: KindMalformed, Fault: fault}
+}
+
+func mustMarshal(v any) []byte {
+	out, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// billsPartitioner partitions keyed records exactly as kgo's (and Kafka's)
+// default does. Records without a key are placed by a hash of their value
+// rather than stickily, so a re-sent record lands in the same partition as
+// its original, after it: the dedup contract relies on that.
+func billsPartitioner() kgo.Partitioner {
+	return kgo.BasicConsistentPartitioner(func(topic string) func(*kgo.Record, int) int {
+		keyed := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+		return func(r *kgo.Record, n int) int {
+			if r.Key != nil {
+				return keyed.Partition(r, n)
+			}
+			h := fnv.New32a()
+			h.Write(r.Value)
+			return int(h.Sum32()&0x7fffffff) % n
+		}
+	})
+}
+
+// ProduceBills writes bills to topic, which must exist, in order with an
+// idempotent producer, and returns the input log as written: element i is
+// where bills[i] landed.
+func ProduceBills(ctx context.Context, addrs []string, topic string, bills []InputBill) ([]InputRecord, error) {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return nil, err
+	}
+	tds, err := kadm.NewClient(adm).ListTopics(ctx, topic)
+	adm.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listing topic %s: %w", topic, err)
+	}
+	if td, ok := tds[topic]; !ok || td.Err != nil {
+		return nil, fmt.Errorf("topic %s does not exist: %v", topic, td.Err)
+	}
+
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(addrs...),
+		kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(billsPartitioner()),
+		kgo.MaxBufferedRecords(20_000),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+
+	out := make([]InputRecord, 0, len(bills))
+	const chunk = 5_000
+	for start := 0; start < len(bills); start += chunk {
+		end := min(start+chunk, len(bills))
+		recs := make([]*kgo.Record, 0, end-start)
+		for _, b := range bills[start:end] {
+			recs = append(recs, &kgo.Record{Key: b.Key, Value: b.Value})
+		}
+		res := cl.ProduceSync(ctx, recs...)
+		if err := res.FirstErr(); err != nil {
+			return out, fmt.Errorf("producing bills %d..%d: %w", start, end, err)
+		}
+		// Results arrive in completion order; the records themselves carry
+		// where they landed, in our order.
+		for _, r := range recs {
+			out = append(out, InputRecord{
+				Topic:     r.Topic,
+				Partition: r.Partition,
+				Offset:    r.Offset,
+				Key:       r.Key,
+				Value:     r.Value,
+			})
+		}
+	}
+	return out, nil
+}
