@@ -7,9 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/examples"
@@ -44,11 +44,15 @@ type Result struct {
 var Scenarios = []string{"pipe", "stateless", "count", "wordcount", "billing"}
 
 type scenario struct {
-	name  string
-	input func(n int, r *rand.Rand) []*kgo.Record
+	name string
+	// input makes the records and says how many records the job processes
+	// for them in all (the input plus what passes through repartition
+	// topics).
+	input func(n int, r *rand.Rand) (recs []*kgo.Record, processed int64)
 	note  string
-	// run processes the preloaded input under g until it is committed.
-	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (stop func() error, group string, err error)
+	// run processes the preloaded input under g; committed reports how
+	// many records it processed in committed transactions.
+	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (stop func() error, committed func() int64, err error)
 }
 
 // Run runs the chosen scenarios under exactly_once and at_least_once.
@@ -95,7 +99,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 			return Result{}, err
 		}
 	}
-	recs := sc.input(cfg.Records, rand.New(rand.NewPCG(1, 2)))
+	recs, target := sc.input(cfg.Records, rand.New(rand.NewPCG(1, 2)))
 	if err := preload(ctx, addrs, recs); err != nil {
 		return Result{}, err
 	}
@@ -105,11 +109,11 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	}
 	defer os.RemoveAll(dir)
 	start := time.Now()
-	stop, group, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir)
+	stop, committed, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir)
 	if err != nil {
 		return Result{}, err
 	}
-	werr := waitCommitted(ctx, addrs, group)
+	werr := waitCommitted(ctx, committed, target)
 	took := time.Since(start)
 	if serr := stop(); werr == nil {
 		werr = serr
@@ -143,54 +147,25 @@ func preload(ctx context.Context, addrs []string, recs []*kgo.Record) error {
 	return perr
 }
 
-// waitCommitted waits until the group's committed offsets reach the end of
-// the input topic and then of every other topic the group reads (whose ends
-// are final once the input is committed, since they commit together).
-func waitCommitted(ctx context.Context, addrs []string, group string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+// waitCommitted waits until the job has processed target records in
+// committed transactions. (Committed group offsets cannot tell: a
+// transactional topic ends with a commit marker that no consumer commits
+// past.)
+func waitCommitted(ctx context.Context, committed func() int64, target int64) error {
 	deadline := time.Now().Add(30 * time.Minute)
-	inputDone := false
-	for time.Now().Before(deadline) {
+	for committed() < target {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		offs, err := adm.FetchOffsets(ctx, group)
-		if err == nil {
-			names := make([]string, 0, len(offs))
-			for t := range offs {
-				names = append(names, t)
-			}
-			ends, lerr := adm.ListEndOffsets(ctx, names...)
-			if lerr == nil && len(names) > 0 {
-				done := true
-				ends.Each(func(o kadm.ListedOffset) {
-					if inputDone || o.Topic == "in" {
-						c, ok := offs.Lookup(o.Topic, o.Partition)
-						if o.Offset > 0 && (!ok || c.At < o.Offset) {
-							done = false
-						}
-					}
-				})
-				if _, ok := offs["in"]; ok && done {
-					if inputDone {
-						return nil
-					}
-					inputDone = true
-					continue
-				}
-			}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %d of %d records committed at the deadline", committed(), target)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
-	return fmt.Errorf("bench: group %s did not finish in time", group)
+	return nil
 }
 
-func keyed(n int, r *rand.Rand) []*kgo.Record {
+func keyed(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	recs := make([]*kgo.Record, n)
 	val := make([]byte, 100)
 	for i := range val {
@@ -201,7 +176,7 @@ func keyed(n int, r *rand.Rand) []*kgo.Record {
 		copy(k, fmt.Sprintf("%08d", r.IntN(100_000)))
 		recs[i] = &kgo.Record{Topic: "in", Key: k, Value: val}
 	}
-	return recs
+	return recs, int64(n)
 }
 
 func scenarioList() []scenario {
@@ -231,9 +206,10 @@ func scenarioList() []scenario {
 	}
 }
 
-func lines(n int, r *rand.Rand) []*kgo.Record {
+func lines(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	words := []string{"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and", "cat"}
 	recs := make([]*kgo.Record, n)
+	processed := int64(n)
 	for i := range recs {
 		var line []byte
 		for j := range 1 + r.IntN(8) {
@@ -242,51 +218,56 @@ func lines(n int, r *rand.Rand) []*kgo.Record {
 			}
 			line = append(line, words[r.IntN(len(words))]...)
 			line = strconv.AppendInt(line, int64(r.IntN(1000)), 10)
+			processed++ // each word passes the repartition topic
 		}
 		recs[i] = &kgo.Record{Topic: "in", Value: line}
 	}
-	return recs
+	return recs, processed
 }
 
-func bills(n int, r *rand.Rand) []*kgo.Record {
+func bills(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	recs := make([]*kgo.Record, n)
+	processed := int64(n)
 	for i := range recs {
 		b := examples.Bill{BillID: "b" + strconv.Itoa(i), Account: "acct-" + strconv.Itoa(r.IntN(10_000)), AmountCents: int64(r.IntN(100_000)), TS: int64(i)}
 		v, _ := json.Marshal(b)
 		var key []byte
 		if i%2 == 0 {
 			key = []byte(b.Account)
+		} else {
+			processed++ // re-keyed through the repartition topic
 		}
 		recs[i] = &kgo.Record{Topic: "in", Key: key, Value: v}
 	}
-	return recs
+	return recs, processed
 }
 
-func runTopology(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string) (func() error, string, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (func() error, string, error) {
+func runTopology(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string) (func() error, func() int64, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (func() error, func() int64, error) {
 		group := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		app, err := processor.New(build(), processor.ApplicationID(group), processor.Brokers(addrs...),
 			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- app.Run(rctx) }()
-		return func() error { cancel(); return <-done }, group, nil
+		return func() error { cancel(); return <-done }, app.Stats().Processed.Load, nil
 	}
 }
 
 // runPipe is the limit: consume, produce each record unchanged, commit every
 // interval — in a transaction under exactly_once.
-func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string) (func() error, string, error) {
+func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string) (func() error, func() int64, error) {
 	group := "pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	sess, err := txn.NewSession(g, group+"-txn",
 		kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1<<20))
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
+	var committed atomic.Int64
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -297,23 +278,28 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 				return
 			}
 			start := time.Now()
+			var n int64
 			for time.Since(start) < interval && rctx.Err() == nil {
 				pctx, pcancel := context.WithDeadline(rctx, start.Add(interval))
 				fs := sess.PollFetches(pctx)
 				pcancel()
 				fs.EachRecord(func(r *kgo.Record) {
+					n++
 					sess.Produce(rctx, &kgo.Record{Topic: "out", Key: r.Key, Value: r.Value}, nil)
 				})
 			}
 			ectx, ecancel := context.WithTimeout(context.Background(), 30*time.Second)
-			_, err := sess.End(ectx, rctx.Err() == nil)
+			ok, err := sess.End(ectx, rctx.Err() == nil)
 			ecancel()
 			if err != nil {
 				done <- err
 				return
 			}
+			if ok {
+				committed.Add(n)
+			}
 		}
 		done <- nil
 	}()
-	return func() error { cancel(); return <-done }, group, nil
+	return func() error { cancel(); return <-done }, committed.Load, nil
 }
