@@ -30,6 +30,10 @@ type chaosConfig struct {
 	seed      int64
 	guarantee string
 	logDir    string
+	// dynamic runs the instances without --instance-id: dynamic group
+	// membership, so every kill and restart is a rebalance that revokes
+	// partitions in the middle of transactions.
+	dynamic bool
 }
 
 const (
@@ -80,6 +84,7 @@ func chaosConfigFromEnv(t *testing.T) chaosConfig {
 	if v := os.Getenv("SLUICE_CHAOS_GUARANTEE"); v != "" {
 		c.guarantee = v
 	}
+	c.dynamic = os.Getenv("SLUICE_CHAOS_MEMBERSHIP") == "dynamic"
 	return c
 }
 
@@ -91,7 +96,29 @@ func TestBillingExactlyOnceUnderSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sluice processes for about a minute")
 	}
+	runBillingChaos(t, chaosConfigFromEnv(t))
+}
+
+// TestBillingExactlyOnceUnderRebalances is the same with dynamic group
+// membership: every kill and restart rebalances the group, revoking
+// partitions in the middle of transactions. Smaller by default, since a dead
+// member stalls each rebalance for up to the rebalance timeout.
+func TestBillingExactlyOnceUnderRebalances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sluice processes for about a minute")
+	}
 	cfg := chaosConfigFromEnv(t)
+	cfg.dynamic = true
+	if os.Getenv("SLUICE_CHAOS_BILLS") == "" && os.Getenv("SLUICE_SOAK") != "1" {
+		cfg.bills = 20_000
+	}
+	if os.Getenv("SLUICE_CHAOS_KILLS") == "" && os.Getenv("SLUICE_SOAK") != "1" {
+		cfg.kills = 4
+	}
+	runBillingChaos(t, cfg)
+}
+
+func runBillingChaos(t *testing.T, cfg chaosConfig) {
 	t.Logf("seed %d (set SLUICE_CHAOS_SEED=%d to replay), %d bills, %d kills, guarantee %s",
 		cfg.seed, cfg.seed, cfg.bills, cfg.kills, cfg.guarantee)
 	rng := rand.New(rand.NewPCG(uint64(cfg.seed), 0xc4a05))
@@ -108,6 +135,7 @@ func TestBillingExactlyOnceUnderSIGKILL(t *testing.T) {
 		addrs:     addrs,
 		appID:     appID,
 		guarantee: cfg.guarantee,
+		dynamic:   cfg.dynamic,
 		exits:     make(chan exitEvent, 4096),
 	}
 	logDir := cfg.logDir
@@ -313,6 +341,7 @@ type harness struct {
 	addrs     []string
 	appID     string
 	guarantee string
+	dynamic   bool
 	instances []*instance
 	exits     chan exitEvent
 	// unexpected counts exits nobody asked for.
@@ -331,14 +360,17 @@ func (h *harness) start(inst *instance) {
 	}
 	inst.starts++
 	fmt.Fprintf(inst.log, "\n===== start %d of %s at %s =====\n", inst.starts, inst.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(h.bin, "run", "billing",
+	args := []string{"run", "billing",
 		"--brokers", strings.Join(h.addrs, ","),
 		"--app-id", h.appID,
 		"--state-dir", inst.dir,
-		"--instance-id", inst.id,
 		"--commit-interval", "1s",
 		"--guarantee", h.guarantee,
-	)
+	}
+	if !h.dynamic {
+		args = append(args, "--instance-id", inst.id)
+	}
+	cmd := exec.Command(h.bin, args...)
 	cmd.Stdout = inst.log
 	cmd.Stderr = inst.log
 	cmd.SysProcAttr = childProcAttr()

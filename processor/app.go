@@ -281,6 +281,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(&assignor{subOf: a.subOf}),
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
+		kgo.RebalanceTimeout(a.cfg.rebalanceTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
 		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner(), hashed: hashed}),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),

@@ -18,26 +18,28 @@ type opt func(*config)
 func (o opt) apply(c *config) { o(c) }
 
 type config struct {
-	appID          string
-	brokers        []string
-	guarantee      txn.Guarantee
-	commitInterval time.Duration
-	stateDir       string
-	instanceID     string
-	sessionTimeout time.Duration
-	txnTimeout     time.Duration
-	logger         *slog.Logger
+	appID            string
+	brokers          []string
+	guarantee        txn.Guarantee
+	commitInterval   time.Duration
+	stateDir         string
+	instanceID       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	txnTimeout       time.Duration
+	logger           *slog.Logger
 }
 
 func defaultConfig() config {
 	return config{
-		brokers:        []string{"127.0.0.1:9092"},
-		guarantee:      txn.ExactlyOnce,
-		commitInterval: 100 * time.Millisecond,
-		stateDir:       "/tmp/sluice",
-		sessionTimeout: 10 * time.Second,
-		txnTimeout:     10 * time.Second,
-		logger:         slog.New(slog.DiscardHandler),
+		brokers:          []string{"127.0.0.1:9092"},
+		guarantee:        txn.ExactlyOnce,
+		commitInterval:   100 * time.Millisecond,
+		stateDir:         "/tmp/sluice",
+		sessionTimeout:   10 * time.Second,
+		rebalanceTimeout: 15 * time.Second,
+		txnTimeout:       10 * time.Second,
+		logger:           slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -87,6 +89,12 @@ func InstanceID(id string) Opt { return opt(func(c *config) { c.instanceID = id 
 
 // SessionTimeout sets session.timeout.ms of the consumer group. Default 10s.
 func SessionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.sessionTimeout = d }) }
+
+// RebalanceTimeout sets rebalance.timeout.ms: how long the group waits for
+// members to rejoin during a rebalance. sluice rejoins in the background, even
+// while it restores, so a short timeout only bounds how long a member that
+// died mid-rebalance can stall the group. Default 15s.
+func RebalanceTimeout(d time.Duration) Opt { return opt(func(c *config) { c.rebalanceTimeout = d }) }
 
 // TransactionTimeout sets transaction.timeout.ms. Default 10s.
 func TransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.txnTimeout = d }) }
