@@ -52,7 +52,7 @@ func KeyValueStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], 
 }
 
 func (m Materialization[K, V]) register(t *Topology) bool {
-	if m.spec == nil {
+	if m.spec == nil || m.spec.Name == "" {
 		t.errorf(ErrMissingName, "a store must be named")
 		return false
 	}

@@ -74,10 +74,6 @@ func (t *Topology) add(n *exec.Node, parents ...*exec.Node) *exec.Node {
 }
 
 func (t *Topology) addStore(s *exec.Store) {
-	if s.Name == "" {
-		t.errorf(ErrMissingName, "a store must be named")
-		return
-	}
 	if err := validTopicPart(s.Name); err != nil {
 		t.errorf(ErrInvalidTopicName, "store %q: %v", s.Name, err)
 	}
