@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -108,8 +109,9 @@ func TestWordCountEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	appID := uniq(t, "wc")
 	app, err := processor.New(examples.WordCount(in, out, in+"-dlq"),
-		processor.ApplicationID(uniq(t, "wc")), processor.Brokers(addrs...),
+		processor.ApplicationID(appID), processor.Brokers(addrs...),
 		processor.StateDir(t.TempDir()), processor.Guarantee(txn.ExactlyOnce),
 		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
@@ -145,5 +147,97 @@ func TestWordCountEndToEnd(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("got %d words, want %d", len(got), len(want))
+	}
+
+	// The app made its internal topics: the changelog compacted, both
+	// as wide as the input.
+	adm := kadm.NewClient(cl)
+	changelog, repartition := appID+"-counts-changelog", appID+"-counts-repartition"
+	details, err := adm.ListTopics(ctx, changelog, repartition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range []string{changelog, repartition} {
+		if n := len(details[tp].Partitions); n != 3 {
+			t.Errorf("%s has %d partitions, want 3", tp, n)
+		}
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := cfgs.On(changelog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bool
+	for _, c := range policy.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil && *c.Value == "compact" {
+			compact = true
+		}
+	}
+	if !compact {
+		t.Errorf("%s is not compacted: %+v", changelog, policy.Configs)
+	}
+}
+
+func TestLostInputStopsExactlyOnce(t *testing.T) {
+	addrs := testBrokers(t)
+	ctx := context.Background()
+	in, out := uniq(t, "lines"), uniq(t, "counts")
+	for _, tp := range []string{in, out} {
+		if err := broker.CreateTopic(ctx, addrs, tp, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(n int) {
+		for range n {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a b")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appID, dir := uniq(t, "lost"), t.TempDir()
+	run := func(wait func(*processor.App) bool) error {
+		app, err := processor.New(examples.WordCount(in, out, in+"-dlq"), processor.ApplicationID(appID),
+			processor.Brokers(addrs...), processor.StateDir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- app.Run(rctx) }()
+		for !wait(app) {
+			select {
+			case err := <-done:
+				return err
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		cancel()
+		return <-done
+	}
+	produce(10)
+	if err := run(func(a *processor.App) bool { return a.Stats().Processed.Load() >= 30 }); err != nil {
+		t.Fatal(err)
+	}
+	// Records past the committed offset disappear before they are read.
+	produce(10)
+	adm := kadm.NewClient(cl)
+	var del kadm.Offsets
+	del.AddOffset(in, 0, 15, -1)
+	resp, err := adm.DeleteRecords(ctx, del)
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp.Error())
+	}
+	err = run(func(*processor.App) bool { return false })
+	if !errors.Is(err, processor.ErrDataLoss) {
+		t.Fatalf("Run after input loss returned %v, want ErrDataLoss", err)
 	}
 }
