@@ -100,12 +100,9 @@ func Billing(input, accepted, totals, dlq string) *topology.Topology {
 	t := topology.New()
 	bills := topology.From(t, input, serde.Bytes, BillSerde, topology.DeadLetter(dlq))
 	stamped := topology.Process(bills, "stamp", func() topology.Processor[[]byte, Bill, string, AcceptedBill] { return &stamp{} })
-	split := topology.Branch(stamped,
-		func(k string, b AcceptedBill) bool { return k == b.Account },
-		func(string, AcceptedBill) bool { return true },
-	)
-	rekeyed := topology.SelectKey(split[1], func(_ string, b AcceptedBill) string { return b.Account })
-	byAccount := topology.Merge(split[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, serde.JSON[AcceptedBill]()))
+	keyedByAccount, other := topology.Split(stamped, func(k string, b AcceptedBill) bool { return k == b.Account })
+	rekeyed := topology.SelectKey(other, func(_ string, b AcceptedBill) string { return b.Account })
+	byAccount := topology.Merge(keyedByAccount[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, serde.JSON[AcceptedBill]()))
 
 	seen := topology.KeyValueStore("seen-bills", serde.String, serde.Int64)
 	fresh := topology.Process(byAccount, "dedupe", func() topology.Processor[string, AcceptedBill, string, AcceptedBill] {

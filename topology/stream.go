@@ -266,6 +266,13 @@ func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	return out
 }
 
+// Split is Branch with a default branch: branches[i] gets the records whose
+// first matching predicate is preds[i], and rest gets those matching none.
+func Split[K, V any](s Stream[K, V], preds ...func(K, V) bool) (branches []Stream[K, V], rest Stream[K, V]) {
+	all := Branch(s, append(preds[:len(preds):len(preds)], func(K, V) bool { return true })...)
+	return all[:len(preds)], all[len(preds)]
+}
+
 // To writes the stream to topic, partitioned by the key bytes with Kafka's
 // default (murmur2) partitioner.
 func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serde[V]) {

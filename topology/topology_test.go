@@ -104,3 +104,24 @@ func TestMergedSourcesShareASubTopology(t *testing.T) {
 		t.Fatalf("got sources %v", topics)
 	}
 }
+
+func TestSplitHasADefaultBranch(t *testing.T) {
+	tp := topology.New()
+	s := topology.From(tp, "in", serde.String, serde.Int64)
+	bs, rest := topology.Split(s, func(_ string, v int64) bool { return v < 0 }, func(_ string, v int64) bool { return v == 0 })
+	if len(bs) != 2 {
+		t.Fatalf("got %d branches, want 2", len(bs))
+	}
+	topology.To(bs[0], "negative", serde.String, serde.Int64)
+	topology.To(bs[1], "zero", serde.String, serde.Int64)
+	topology.To(rest, "positive", serde.String, serde.Int64)
+	b, err := tp.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"topic: negative", "topic: zero", "topic: positive"} {
+		if !strings.Contains(b.Describe(), want) {
+			t.Errorf("Describe lacks %q", want)
+		}
+	}
+}
