@@ -95,26 +95,41 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	failures := 0
 	for {
+		commits := a.stats.Commits.Load()
 		err := a.runSession(ctx)
-		if ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return nil
 		}
 		var fatal fatalError
-		if err == nil || errors.As(err, &fatal) {
+		if errors.As(err, &fatal) || ctx.Err() != nil {
 			return err
 		}
 		// The transaction could not end cleanly: rebuild the producer
 		// (a new epoch fences the old one) instead of retrying, and
-		// reopen the tasks from their committed state.
-		a.log.Warn("rebuilding session", "err", err)
+		// reopen the tasks from their committed state. Sessions that
+		// keep failing without a commit stop the instance.
+		if a.stats.Commits.Load() == commits {
+			failures++
+		} else {
+			failures = 1
+		}
+		if failures >= maxSessionFailures {
+			return fmt.Errorf("processor: %d sessions in a row failed without a commit: %w", failures, err)
+		}
+		a.log.Warn("rebuilding session", "err", err, "attempt", failures)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(time.Duration(failures) * 200 * time.Millisecond):
 		}
 	}
 }
+
+// maxSessionFailures bounds how often a session is rebuilt without a commit
+// in between.
+const maxSessionFailures = 10
 
 // fatalError stops the instance instead of rebuilding the session.
 type fatalError struct{ err error }
@@ -263,7 +278,7 @@ type instance struct {
 
 	inTxn      bool
 	txnStart   time.Time
-	uncommited int64
+	uncommitted int64
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
@@ -421,7 +436,7 @@ func (in *instance) loop(ctx context.Context) error {
 					return
 				}
 			}
-			in.uncommited += int64(len(fp.Records))
+			in.uncommitted += int64(len(fp.Records))
 		})
 		if perr != nil {
 			// A record that cannot be processed stops the instance
@@ -482,14 +497,14 @@ func (in *instance) end(commit bool) (bool, error) {
 			}
 		}
 		in.a.stats.Commits.Add(1)
-		in.a.stats.Processed.Add(in.uncommited)
+		in.a.stats.Processed.Add(in.uncommitted)
 	} else {
 		for _, t := range in.tasks {
 			t.abort()
 		}
 		in.a.stats.Aborts.Add(1)
 	}
-	in.uncommited = 0
+	in.uncommitted = 0
 	if err != nil {
 		return committed, fmt.Errorf("processor: end transaction: %w", err)
 	}
