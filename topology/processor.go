@@ -73,6 +73,13 @@ func (c *ProcessorContext[KOut, VOut]) TaskID() string { return c.c.TaskID() }
 // StreamTime is the largest record timestamp the task has seen.
 func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTime() }
 
+// StoreSpec is a store a processor declares it uses: a Materialization made
+// by KeyValueStore or Materialized.
+type StoreSpec interface {
+	Name() string
+	register(t *Topology) bool
+}
+
 // Process runs user processors made by supplier (one per task) on s, with
 // access to the named stores. The result's key may differ from the input's,
 // so a stateful operator downstream repartitions.
