@@ -83,6 +83,14 @@ func readAll(t *testing.T, addrs []string, topic string) []*kgo.Record {
 }
 
 func TestWordCountEndToEnd(t *testing.T) {
+	for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce, txn.AtMostOnce} {
+		t.Run(g.String(), func(t *testing.T) { testWordCount(t, g) })
+	}
+}
+
+// testWordCount runs wordcount without failures: under every guarantee the
+// counts are then exact.
+func testWordCount(t *testing.T, g txn.Guarantee) {
 	addrs := testBrokers(t)
 	ctx := context.Background()
 	in, out := uniq(t, "lines"), uniq(t, "counts")
@@ -112,7 +120,7 @@ func TestWordCountEndToEnd(t *testing.T) {
 	appID := uniq(t, "wc")
 	app, err := processor.New(examples.WordCount(in, out, in+"-dlq"),
 		processor.ApplicationID(appID), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.Guarantee(txn.ExactlyOnce),
+		processor.StateDir(t.TempDir()), processor.Guarantee(g),
 		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		t.Fatal(err)
