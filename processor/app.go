@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/txn"
 )
@@ -152,7 +153,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		topics, internal := sub.SourceTopics()
 		for i, t := range topics {
 			if internal[i] {
-				t = internalTopic(a.cfg.appID, t)
+				t = task.InternalTopic(a.cfg.appID, t)
 			} else {
 				user = append(user, t)
 			}
@@ -177,7 +178,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	for _, sub := range a.plan.Subs {
 		for _, n := range sub.Nodes {
 			if n.Kind == exec.KindSink && n.Internal {
-				writer[internalTopic(a.cfg.appID, n.Topics[0])] = sub.ID
+				writer[task.InternalTopic(a.cfg.appID, n.Topics[0])] = sub.ID
 			}
 		}
 	}
@@ -188,7 +189,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			var w int32
 			for i, t := range topics {
 				if internal[i] {
-					t = internalTopic(a.cfg.appID, t)
+					t = task.InternalTopic(a.cfg.appID, t)
 					w = max(w, a.partitions[writer[t]])
 				} else {
 					w = max(w, counts[t])
@@ -219,7 +220,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	a.changelogs = map[string]bool{}
 	compact := "compact"
 	for name, sub := range a.plan.StoreSub {
-		t := changelogTopic(a.cfg.appID, name)
+		t := task.ChangelogTopic(a.cfg.appID, name)
 		a.changelogs[t] = true
 		want[t] = struct {
 			n       int32
@@ -266,9 +267,9 @@ type instance struct {
 	a     *App
 	sess  txn.Session
 	adm   *kadm.Client
-	tasks map[taskID]*task
+	tasks map[task.ID]*task.Task
 	// closing marks tasks revoked in the open transaction.
-	closing map[taskID]bool
+	closing map[task.ID]bool
 
 	evMu   sync.Mutex
 	events []event
@@ -276,13 +277,13 @@ type instance struct {
 	prodMu  sync.Mutex
 	prodErr error
 
-	inTxn      bool
-	txnStart   time.Time
+	inTxn       bool
+	txnStart    time.Time
 	uncommitted int64
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
-	in := &instance{a: a, tasks: map[taskID]*task{}, closing: map[taskID]bool{}}
+	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, closing: map[task.ID]bool{}}
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
 		topics = append(topics, t)
@@ -422,8 +423,8 @@ func (in *instance) loop(ctx context.Context) error {
 				perr = fmt.Errorf("processor: records of unexpected topic %s", fp.Topic)
 				return
 			}
-			t := in.tasks[taskID{sub, fp.Partition}]
-			if t == nil || in.closing[t.id] {
+			t := in.tasks[task.ID{Sub: sub, Partition: fp.Partition}]
+			if t == nil || in.closing[t.ID()] {
 				// Polled just before a revocation: leave them to the
 				// next owner, and abort so that their offsets are
 				// not committed.
@@ -431,7 +432,7 @@ func (in *instance) loop(ctx context.Context) error {
 				return
 			}
 			for _, r := range fp.Records {
-				if err := t.process(r); err != nil {
+				if err := t.Process(r); err != nil {
 					perr = err
 					return
 				}
@@ -447,7 +448,7 @@ func (in *instance) loop(ctx context.Context) error {
 		}
 		now := time.Now().UnixMilli()
 		for _, t := range in.tasks {
-			if err := t.punctuate(exec.WallClockTime, now); err != nil {
+			if err := t.Punctuate(exec.WallClockTime, now); err != nil {
 				in.end(false)
 				return fatalError{err}
 			}
@@ -470,7 +471,7 @@ func (in *instance) end(commit bool) (bool, error) {
 	}
 	in.inTxn = false
 	for _, t := range in.tasks {
-		t.flush()
+		t.Flush()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), in.a.cfg.txnTimeout+10*time.Second)
 	defer cancel()
@@ -492,7 +493,7 @@ func (in *instance) end(commit bool) (bool, error) {
 	in.prodMu.Unlock()
 	if committed {
 		for _, t := range in.tasks {
-			if cerr := t.commit(); cerr != nil {
+			if cerr := t.Commit(); cerr != nil {
 				return true, cerr
 			}
 		}
@@ -500,7 +501,7 @@ func (in *instance) end(commit bool) (bool, error) {
 		in.a.stats.Processed.Add(in.uncommitted)
 	} else {
 		for _, t := range in.tasks {
-			t.abort()
+			t.Abort()
 		}
 		in.a.stats.Aborts.Add(1)
 	}
@@ -530,7 +531,7 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 				continue
 			}
 			for _, p := range ps {
-				id := taskID{sub, p}
+				id := task.ID{Sub: sub, Partition: p}
 				if !e.assigned {
 					mustAbort = true
 					if in.tasks[id] != nil {
@@ -556,32 +557,32 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 func (in *instance) closeRevoked() {
 	for id := range in.closing {
 		if t := in.tasks[id]; t != nil {
-			in.closeTasks([]*task{t})
+			in.closeTasks([]*task.Task{t})
 		}
 		delete(in.closing, id)
 	}
 	in.a.stats.Tasks.Store(int64(len(in.tasks)))
 }
 
-func (in *instance) openTask(ctx context.Context, id taskID) error {
-	sub := in.a.plan.Subs[id.sub]
-	t, err := newTask(id, sub, in.a.plan, in.a.cfg.appID, in.a.dir, in.send)
+func (in *instance) openTask(ctx context.Context, id task.ID) error {
+	sub := in.a.plan.Subs[id.Sub]
+	t, err := task.New(id, sub, in.a.plan, in.a.cfg.appID, in.a.dir, in.send)
 	if err != nil {
 		return fatalError{err}
 	}
 	start := time.Now()
 	var total int64
-	for _, name := range t.order {
-		n, err := restore(ctx, in.adm, in.a.cfg.brokers, changelogTopic(in.a.cfg.appID, name), id.partition, t.engines[name], 2*in.a.cfg.txnTimeout)
+	for _, name := range t.Stores() {
+		n, err := restore(ctx, in.adm, in.a.cfg.brokers, task.ChangelogTopic(in.a.cfg.appID, name), id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout)
 		if err != nil {
-			t.close()
+			t.Close()
 			return fmt.Errorf("processor: task %s: %w", id, err)
 		}
 		total += n
 	}
 	in.a.stats.Restored.Add(total)
-	if err := t.init(); err != nil {
-		t.close()
+	if err := t.Init(); err != nil {
+		t.Close()
 		return fatalError{err}
 	}
 	in.tasks[id] = t
@@ -589,21 +590,21 @@ func (in *instance) openTask(ctx context.Context, id taskID) error {
 	return nil
 }
 
-func (in *instance) allTasks() []*task {
-	ts := make([]*task, 0, len(in.tasks))
+func (in *instance) allTasks() []*task.Task {
+	ts := make([]*task.Task, 0, len(in.tasks))
 	for _, t := range in.tasks {
 		ts = append(ts, t)
 	}
 	return ts
 }
 
-func (in *instance) closeTasks(ts []*task) {
+func (in *instance) closeTasks(ts []*task.Task) {
 	for _, t := range ts {
-		if err := t.close(); err != nil {
-			in.a.log.Warn("close task", "task", t.id.String(), "err", err)
+		if err := t.Close(); err != nil {
+			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
 		}
-		delete(in.tasks, t.id)
-		in.a.log.Info("task closed", "task", t.id.String())
+		delete(in.tasks, t.ID())
+		in.a.log.Info("task closed", "task", t.ID().String())
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-streams/sluice/internal/task"
 )
 
 // assignor is sluice's group balancer, run by the group leader. It maps
@@ -64,18 +66,18 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 		bySub[s] = append(bySub[s], topic)
 		width[s] = max(width[s], n)
 	}
-	var tasks []taskID
+	var tasks []task.ID
 	for s, w := range width {
 		sort.Strings(bySub[s])
 		for p := int32(0); p < w; p++ {
-			tasks = append(tasks, taskID{s, p})
+			tasks = append(tasks, task.ID{Sub: s, Partition: p})
 		}
 	}
 	sort.Slice(tasks, func(i, j int) bool {
-		if tasks[i].partition != tasks[j].partition {
-			return tasks[i].partition < tasks[j].partition
+		if tasks[i].Partition != tasks[j].Partition {
+			return tasks[i].Partition < tasks[j].Partition
 		}
-		return tasks[i].sub < tasks[j].sub
+		return tasks[i].Sub < tasks[j].Sub
 	})
 
 	members := b.Members()
@@ -86,7 +88,7 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 	sort.Slice(ids, func(i, j int) bool { return members[ids[i]].MemberID < members[ids[j]].MemberID })
 
 	// Previous owners, from the owned partitions each member reported.
-	prev := map[taskID]int{}
+	prev := map[task.ID]int{}
 	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		idx := 0
 		for i := range members {
@@ -100,14 +102,14 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 				continue
 			}
 			for _, p := range op.Partitions {
-				prev[taskID{s, p}] = idx
+				prev[task.ID{Sub: s, Partition: p}] = idx
 			}
 		}
 	})
 
 	quota := (len(tasks) + len(members) - 1) / max(len(members), 1)
 	load := make([]int, len(members))
-	owner := map[taskID]int{}
+	owner := map[task.ID]int{}
 	for _, t := range tasks {
 		if m, ok := prev[t]; ok && load[m] < quota {
 			owner[t] = m
@@ -131,9 +133,9 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 	plan := b.NewPlan()
 	for _, t := range tasks {
 		m := &members[owner[t]]
-		for _, topic := range bySub[t.sub] {
-			if t.partition < topics[topic] {
-				plan.AddPartition(m, topic, t.partition)
+		for _, topic := range bySub[t.Sub] {
+			if t.Partition < topics[topic] {
+				plan.AddPartition(m, topic, t.Partition)
 			}
 		}
 	}

@@ -7,12 +7,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-streams/sluice/internal/task"
 )
 
 // balance runs the assignor as a group leader would, for members that each
 // report what they owned; it returns member → task set, checking that every
 // task's partitions went to one member.
-func balance(t *testing.T, a *assignor, topics map[string]int32, owned map[string]map[string][]int32) map[string]map[taskID]bool {
+func balance(t *testing.T, a *assignor, topics map[string]int32, owned map[string]map[string][]int32) map[string]map[task.ID]bool {
 	t.Helper()
 	var interests []string
 	for tp := range topics {
@@ -40,10 +42,10 @@ func balance(t *testing.T, a *assignor, topics map[string]int32, owned map[strin
 		t.Fatal(err)
 	}
 	plan := into.(*kgo.BalancePlan).AsMemberIDMap()
-	out := map[string]map[taskID]bool{}
+	out := map[string]map[task.ID]bool{}
 	ownerOf := map[string]string{} // "topic/p" → member
 	for member, tps := range plan {
-		out[member] = map[taskID]bool{}
+		out[member] = map[task.ID]bool{}
 		for tp, ps := range tps {
 			for _, p := range ps {
 				key := fmt.Sprintf("%s/%d", tp, p)
@@ -51,7 +53,7 @@ func balance(t *testing.T, a *assignor, topics map[string]int32, owned map[strin
 					t.Fatalf("%s assigned to %s and %s", key, prev, member)
 				}
 				ownerOf[key] = member
-				out[member][taskID{a.subOf[tp], p}] = true
+				out[member][task.ID{Sub: a.subOf[tp], Partition: p}] = true
 			}
 		}
 	}
@@ -96,7 +98,7 @@ func TestAssignorIsSticky(t *testing.T) {
 	for m, ts := range first {
 		owned[m] = map[string][]int32{}
 		for id := range ts {
-			owned[m]["in"] = append(owned[m]["in"], id.partition)
+			owned[m]["in"] = append(owned[m]["in"], id.Partition)
 		}
 	}
 	// A third member joins: the first two keep what they can (two each),

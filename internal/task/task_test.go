@@ -1,4 +1,4 @@
-package processor
+package task
 
 import (
 	"fmt"
@@ -30,21 +30,21 @@ func (d *discard) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	}
 }
 
-func wordcountTask(tb testing.TB, sub int, d *discard) *task {
+func wordcountTask(tb testing.TB, sub int, d *discard) *Task {
 	tb.Helper()
 	built, err := examples.WordCount("lines", "counts", "dlq").Build()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	plan := built.Plan()
-	t, err := newTask(taskID{sub, 0}, plan.Subs[sub], plan, "bench", tb.TempDir(), d.send)
+	t, err := New(ID{sub, 0}, plan.Subs[sub], plan, "bench", tb.TempDir(), d.send)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := t.init(); err != nil {
+	if err := t.Init(); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { t.close() })
+	tb.Cleanup(func() { t.Close() })
 	return t
 }
 
@@ -55,7 +55,7 @@ func TestTaskStagesUntilCommit(t *testing.T) {
 		return &kgo.Record{Topic: "bench-counts-repartition", Key: []byte(w), Value: []byte(w), Offset: off, Timestamp: time.UnixMilli(off)}
 	}
 	for i, w := range []string{"a", "b", "a"} {
-		if err := tk.process(rec(w, int64(i))); err != nil {
+		if err := tk.Process(rec(w, int64(i))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestTaskStagesUntilCommit(t *testing.T) {
 	if _, ok, _ := eng.Get([]byte("a")); ok {
 		t.Fatal("a staged write reached the engine before the commit")
 	}
-	tk.flush()
+	tk.Flush()
 	// The cache folds a's two updates: two changelog records, plus three
 	// output updates.
 	var changelog, out int
@@ -78,7 +78,7 @@ func TestTaskStagesUntilCommit(t *testing.T) {
 	if changelog != 2 || out != 3 {
 		t.Fatalf("got %d changelog and %d output records, want 2 and 3", changelog, out)
 	}
-	if err := tk.commit(); err != nil {
+	if err := tk.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if cp, _ := eng.Checkpoint(); cp != 1 {
@@ -88,10 +88,10 @@ func TestTaskStagesUntilCommit(t *testing.T) {
 		t.Fatal("committed write missing from the engine")
 	}
 	// An aborted period leaves the engine and stream time as committed.
-	if err := tk.process(rec("c", 10)); err != nil {
+	if err := tk.Process(rec("c", 10)); err != nil {
 		t.Fatal(err)
 	}
-	tk.abort()
+	tk.Abort()
 	if _, ok, _ := tk.stores["counts"].Get([]byte("c")); ok {
 		t.Error("aborted write still visible")
 	}
@@ -103,7 +103,7 @@ func TestTaskStagesUntilCommit(t *testing.T) {
 func TestDecodeErrorGoesToDeadLetter(t *testing.T) {
 	d := &discard{keep: []*kgo.Record{}}
 	tk := wordcountTask(t, 0, d)
-	if err := tk.process(&kgo.Record{Topic: "lines", Value: []byte{0xff, 0xfe}, Partition: 0, Offset: 7}); err != nil {
+	if err := tk.Process(&kgo.Record{Topic: "lines", Value: []byte{0xff, 0xfe}, Partition: 0, Offset: 7}); err != nil {
 		t.Fatal(err)
 	}
 	if len(d.keep) != 1 || d.keep[0].Topic != "dlq" {
@@ -126,7 +126,7 @@ func BenchmarkFusedStateless(b *testing.B) {
 	r := &kgo.Record{Topic: "lines", Value: []byte("the quick brown fox jumps over the lazy dog")}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := tk.process(r); err != nil {
+		if err := tk.Process(r); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -145,12 +145,12 @@ func BenchmarkFusedCount(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if err := tk.process(recs[i%len(recs)]); err != nil {
+		if err := tk.Process(recs[i%len(recs)]); err != nil {
 			b.Fatal(err)
 		}
 		if i++; i%len(recs) == 0 {
-			tk.flush()
-			if err := tk.commit(); err != nil {
+			tk.Flush()
+			if err := tk.Commit(); err != nil {
 				b.Fatal(err)
 			}
 		}

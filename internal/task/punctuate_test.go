@@ -1,4 +1,4 @@
-package processor
+package task
 
 import (
 	"testing"
@@ -52,12 +52,12 @@ func TestPunctuation(t *testing.T) {
 	}
 	plan := built.Plan()
 	d := &discard{keep: []*kgo.Record{}}
-	tk, err := newTask(taskID{0, 0}, plan.Subs[0], plan, "p", t.TempDir(), d.send)
+	tk, err := New(ID{0, 0}, plan.Subs[0], plan, "p", t.TempDir(), d.send)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tk.close()
-	if err := tk.init(); err != nil {
+	defer tk.Close()
+	if err := tk.Init(); err != nil {
 		t.Fatal(err)
 	}
 	fired := func() (got []string) {
@@ -73,7 +73,7 @@ func TestPunctuation(t *testing.T) {
 	// due, 112 passes 110 and fires once, 135 fires once more (no
 	// catch-up burst).
 	for _, ts := range []int64{100, 105, 112, 111, 135} {
-		if err := tk.process(&kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(ts)}); err != nil {
+		if err := tk.Process(&kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(ts)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +82,7 @@ func TestPunctuation(t *testing.T) {
 	}
 	// Wall clock: only the loop's clock drives it.
 	for _, now := range []int64{1_000, 1_500, 2_000, 2_100, 3_000} {
-		if err := tk.punctuate(exec.WallClockTime, now); err != nil {
+		if err := tk.Punctuate(exec.WallClockTime, now); err != nil {
 			t.Fatal(err)
 		}
 	}

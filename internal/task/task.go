@@ -1,4 +1,4 @@
-package processor
+package task
 
 import (
 	"errors"
@@ -15,19 +15,19 @@ import (
 	"github.com/sluice-streams/sluice/store"
 )
 
-// taskID is (sub-topology, partition), printed as "1_3".
-type taskID struct {
-	sub       int
-	partition int32
+// ID is (sub-topology, partition), printed as "1_3".
+type ID struct {
+	Sub       int
+	Partition int32
 }
 
-func (id taskID) String() string { return strconv.Itoa(id.sub) + "_" + strconv.Itoa(int(id.partition)) }
+func (id ID) String() string { return strconv.Itoa(id.Sub) + "_" + strconv.Itoa(int(id.Partition)) }
 
-// sender is how a task produces: into the instance's current transaction.
-// promise may be nil.
-type sender func(r *kgo.Record, promise func(*kgo.Record, error))
+// Sender is how a task produces: into the instance's current transaction.
+// promise may be nil; it is called once the record's fate is known.
+type Sender func(r *kgo.Record, promise func(*kgo.Record, error))
 
-// task runs one sub-topology on one partition. It is a deterministic state
+// Task runs one sub-topology on one partition. It is a deterministic state
 // machine driven by the instance loop: no goroutines, no wall clock except
 // what the loop passes in.
 //
@@ -37,11 +37,11 @@ type sender func(r *kgo.Record, promise func(*kgo.Record, error))
 //	| created  | running  | stores opened and restored from changelogs   |
 //	| running  | running  | commit (apply stage) or abort (discard)      |
 //	| running  | closed   | partitions revoked or lost, or shutdown      |
-type task struct {
-	id      taskID
+type Task struct {
+	id      ID
 	sub     *exec.SubTopology
 	appID   string
-	send    sender
+	send    Sender
 	sources map[string]*nodeInst // runtime topic name → source
 	nodes   []*nodeInst
 
@@ -75,14 +75,16 @@ type punctuator struct {
 	canceled bool
 }
 
-func changelogTopic(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
+// ChangelogTopic names the changelog of a store.
+func ChangelogTopic(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
 
-func internalTopic(appID, name string) string { return appID + "-" + name }
+// InternalTopic names an internal (repartition) topic.
+func InternalTopic(appID, name string) string { return appID + "-" + name }
 
-// newTask builds the task's operator instances and opens its stores (not yet
-// restored).
-func newTask(id taskID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir string, send sender) (*task, error) {
-	t := &task{
+// New builds the task's operator instances and opens its stores (Pebble in
+// stateDir, or in memory); the caller restores the engines, then calls Init.
+func New(id ID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir string, send Sender) (*Task, error) {
+	t := &Task{
 		id: id, sub: sub, appID: appID, send: send,
 		sources:    map[string]*nodeInst{},
 		stores:     map[string]*store.Staged{},
@@ -96,7 +98,7 @@ func newTask(id taskID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir 
 		if n.Kind == exec.KindSink {
 			ni.topic = n.Topics[0]
 			if n.Internal {
-				ni.topic = internalTopic(appID, ni.topic)
+				ni.topic = InternalTopic(appID, ni.topic)
 			}
 		}
 		insts[n] = ni
@@ -104,7 +106,7 @@ func newTask(id taskID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir 
 		if n.Kind == exec.KindSource {
 			for _, topic := range n.Topics {
 				if n.Internal {
-					topic = internalTopic(appID, topic)
+					topic = InternalTopic(appID, topic)
 				}
 				t.sources[topic] = ni
 			}
@@ -142,9 +144,9 @@ func newTask(id taskID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir 
 			opts = append(opts, store.WithoutCache())
 		}
 		st := store.NewStaged(name, eng, opts...)
-		topic := changelogTopic(appID, name)
+		topic := ChangelogTopic(appID, name)
 		st.SetChangelog(func(k, v []byte) {
-			t.send(&kgo.Record{Topic: topic, Partition: id.partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
+			t.send(&kgo.Record{Topic: topic, Partition: id.Partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
 				if err != nil {
 					return // the instance sees the error through its own promise accounting
 				}
@@ -162,8 +164,8 @@ func newTask(id taskID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir 
 	return t, nil
 }
 
-// init initializes the operators, after restore.
-func (t *task) init() error {
+// Init initializes the operators, after restore.
+func (t *Task) Init() error {
 	for _, ni := range t.nodes {
 		if ni.node.Kind != exec.KindProcessor {
 			continue
@@ -176,8 +178,8 @@ func (t *task) init() error {
 	return nil
 }
 
-// process runs one input record through the sub-topology.
-func (t *task) process(r *kgo.Record) error {
+// Process runs one input record through the sub-topology.
+func (t *Task) Process(r *kgo.Record) error {
 	src := t.sources[r.Topic]
 	if src == nil {
 		return fmt.Errorf("processor: task %s got a record of topic %q it does not read", t.id, r.Topic)
@@ -206,14 +208,14 @@ func (t *task) process(r *kgo.Record) error {
 	}
 	if ts > t.streamTime {
 		t.streamTime = ts
-		return t.punctuate(exec.StreamTime, ts)
+		return t.Punctuate(exec.StreamTime, ts)
 	}
 	return nil
 }
 
 // deadLetter writes the original record with its origin in headers
 // (invariant 6).
-func (t *task) deadLetter(topic string, r *kgo.Record, class string, cause error) {
+func (t *Task) deadLetter(topic string, r *kgo.Record, class string, cause error) {
 	hs := append([]kgo.RecordHeader(nil), r.Headers...)
 	hs = append(hs,
 		kgo.RecordHeader{Key: exec.HeaderSourceTopic, Value: []byte(r.Topic)},
@@ -226,8 +228,8 @@ func (t *task) deadLetter(topic string, r *kgo.Record, class string, cause error
 	t.send(&kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}, nil)
 }
 
-// punctuate fires due punctuators of one clock.
-func (t *task) punctuate(typ exec.PunctuationType, now int64) error {
+// Punctuate fires due punctuators of one clock.
+func (t *Task) Punctuate(typ exec.PunctuationType, now int64) error {
 	for _, p := range t.punctuators {
 		if p.canceled || p.typ != typ {
 			continue
@@ -249,18 +251,18 @@ func (t *task) punctuate(typ exec.PunctuationType, now int64) error {
 	return nil
 }
 
-// flush hands every store's folded writes to the changelog; called before
+// Flush hands every store's folded writes to the changelog; called before
 // the transaction ends.
-func (t *task) flush() {
+func (t *Task) Flush() {
 	for _, name := range t.order {
 		t.stores[name].Flush()
 	}
 }
 
-// commit applies the stage to the engines with the changelog offsets the
+// Commit applies the stage to the engines with the changelog offsets the
 // transaction reached (invariant 2). Called only after the transaction
 // committed.
-func (t *task) commit() error {
+func (t *Task) Commit() error {
 	t.clMu.Lock()
 	offsets := t.clOffsets
 	t.clOffsets = map[string]int64{}
@@ -278,9 +280,9 @@ func (t *task) commit() error {
 	return nil
 }
 
-// abort discards the stage; the consumer rewinds to the committed offsets,
+// Abort discards the stage; the consumer rewinds to the committed offsets,
 // so the task returns to its committed state.
-func (t *task) abort() {
+func (t *Task) Abort() {
 	t.clMu.Lock()
 	t.clOffsets = map[string]int64{}
 	t.clMu.Unlock()
@@ -290,7 +292,7 @@ func (t *task) abort() {
 	t.streamTime = t.committedStreamTime
 }
 
-func (t *task) close() error {
+func (t *Task) Close() error {
 	var errs []error
 	for _, ni := range t.nodes {
 		if ni.proc != nil {
@@ -303,7 +305,7 @@ func (t *task) close() error {
 	return errors.Join(errs...)
 }
 
-func (t *task) closeStores() error {
+func (t *Task) closeStores() error {
 	var errs []error
 	for _, name := range t.order {
 		t.stores[name].Abort()
@@ -318,7 +320,7 @@ func (t *task) closeStores() error {
 // nodeInst is one node in one task; it is the exec.Context of its processor.
 type nodeInst struct {
 	node     *exec.Node
-	t        *task
+	t        *Task
 	proc     exec.Processor
 	children []*nodeInst
 	byName   map[string]*nodeInst
@@ -361,7 +363,7 @@ func (n *nodeInst) Store(name string) *store.Staged { return n.t.stores[name] }
 
 func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers []exec.Header, ts int64) error {
 	if internal {
-		topic = internalTopic(n.t.appID, topic)
+		topic = InternalTopic(n.t.appID, topic)
 	}
 	rec := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
 	if len(headers) > 0 {
@@ -380,10 +382,25 @@ func (n *nodeInst) RecordMeta() (string, int32, int64, bool) {
 }
 
 func (n *nodeInst) TaskID() string    { return n.t.id.String() }
-func (n *nodeInst) Partition() int32  { return n.t.id.partition }
+func (n *nodeInst) Partition() int32  { return n.t.id.Partition }
 func (n *nodeInst) StreamTime() int64 { return n.t.streamTime }
 func (n *nodeInst) Schedule(interval time.Duration, typ exec.PunctuationType, fn func(int64) error) func() {
 	p := &punctuator{interval: interval, typ: typ, next: -1, fn: fn}
 	n.t.punctuators = append(n.t.punctuators, p)
 	return func() { p.canceled = true }
 }
+
+// ID is the task's id.
+func (t *Task) ID() ID { return t.id }
+
+// Stores lists the task's store names, sorted.
+func (t *Task) Stores() []string { return t.order }
+
+// Engine is the durable engine of a store, for restoring it.
+func (t *Task) Engine(name string) store.Engine { return t.engines[name] }
+
+// Store is the staged view of a store (reads see uncommitted writes).
+func (t *Task) Store(name string) *store.Staged { return t.stores[name] }
+
+// Processed counts the input records the task has processed.
+func (t *Task) Processed() int64 { return t.processed }
