@@ -585,6 +585,11 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		t.Close()
 		return fatalError{err}
 	}
+	// Anchor wall-clock schedules at the time the task opened.
+	if err := t.Punctuate(exec.WallClockTime, time.Now().UnixMilli()); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
 	in.tasks[id] = t
 	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil

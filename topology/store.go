@@ -81,7 +81,13 @@ func (m Materialization[K, V]) Open(ctx interface{ execContext() exec.Context })
 }
 
 func (m Materialization[K, V]) open(c exec.Context) *KV[K, V] {
-	return &KV[K, V]{s: c.Store(m.spec.Name), ks: m.ks, vs: m.vs}
+	return m.View(c.Store(m.spec.Name))
+}
+
+// View types a staged store with the materialization's serdes. It is for
+// drivers that reach a task's stores from outside, like the test driver.
+func (m Materialization[K, V]) View(s *store.Staged) *KV[K, V] {
+	return &KV[K, V]{s: s, ks: m.ks, vs: m.vs}
 }
 
 // Get returns the value of k.

@@ -1,0 +1,20 @@
+// Package topologytest runs a topology synchronously in the test's
+// goroutine, with no broker and no network: Kafka Streams'
+// TopologyTestDriver for sluice.
+//
+// It runs the same task code as production (package internal/task), with
+// the same serdes and Pebble stores on disk; only Kafka is replaced. Every
+// piped record is processed to completion — through repartition topics too,
+// depth first — and then committed, so outputs and stores are visible at
+// once. Stream time follows the piped timestamps; wall-clock punctuations
+// fire only when the test advances the driver's clock.
+//
+//	d, _ := topologytest.New(examples.WordCount("lines", "counts", "dlq"))
+//	defer d.Close()
+//	in := topologytest.NewInputTopic(d, "lines", serde.Bytes, serde.String)
+//	out := topologytest.NewOutputTopic(d, "counts", serde.String, serde.Int64Text)
+//	in.Pipe(nil, "a b a", 0)
+//	counts, _ := topologytest.ToMap(out) // a=2, b=1
+//
+// Each sub-topology runs as one task on partition 0.
+package topologytest

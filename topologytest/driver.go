@@ -1,0 +1,266 @@
+package topologytest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+)
+
+// ErrUnknownTopic is returned for a topic that no source reads.
+var ErrUnknownTopic = errors.New("topologytest: no source reads the topic")
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// ApplicationID sets the application id that prefixes internal topics
+// (default "test").
+func ApplicationID(id string) Option { return func(d *Driver) { d.appID = id } }
+
+// WallClock sets the driver's initial wall-clock time (default: the time New
+// is called).
+func WallClock(t time.Time) Option { return func(d *Driver) { d.wall = t.UnixMilli() } }
+
+// Driver runs a topology without Kafka. It is not safe for concurrent use.
+type Driver struct {
+	appID    string
+	dir      string
+	wall     int64
+	tasks    []*task.Task
+	bySource map[string]*task.Task
+	byStore  map[string]*task.Task
+	offsets  map[string]int64
+	outputs  map[string][]*kgo.Record
+	queue    []*kgo.Record // records sent to internal topics, not yet processed
+}
+
+// New builds t and opens one task per sub-topology.
+func New(t *topology.Topology, opts ...Option) (*Driver, error) {
+	built, err := t.Build()
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{
+		appID: "test", wall: time.Now().UnixMilli(),
+		bySource: map[string]*task.Task{}, byStore: map[string]*task.Task{},
+		offsets: map[string]int64{}, outputs: map[string][]*kgo.Record{},
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.dir, err = os.MkdirTemp("", "sluice-topologytest-"); err != nil {
+		return nil, err
+	}
+	plan := built.Plan()
+	for _, sub := range plan.Subs {
+		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, d.appID, d.dir, d.send)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.tasks = append(d.tasks, tk)
+		if err := tk.Init(); err != nil {
+			d.Close()
+			return nil, err
+		}
+		// Anchor wall-clock schedules at the initial clock, as the
+		// Kafka driver's loop does right after a task opens.
+		if err := tk.Punctuate(exec.WallClockTime, d.wall); err != nil {
+			d.Close()
+			return nil, err
+		}
+		topics, internal := sub.SourceTopics()
+		for i, tp := range topics {
+			if internal[i] {
+				tp = task.InternalTopic(d.appID, tp)
+			}
+			d.bySource[tp] = tk
+		}
+		for _, s := range sub.Stores {
+			d.byStore[s] = tk
+		}
+	}
+	return d, nil
+}
+
+// Close closes the tasks and deletes their stores.
+func (d *Driver) Close() error {
+	var errs []error
+	for _, t := range d.tasks {
+		errs = append(errs, t.Close())
+	}
+	d.tasks = nil
+	errs = append(errs, os.RemoveAll(d.dir))
+	return errors.Join(errs...)
+}
+
+// send is the tasks' Sender: records to internal topics wait to be
+// processed, all others are output; each gets the next offset of its topic.
+func (d *Driver) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	r.Offset = d.offsets[r.Topic]
+	d.offsets[r.Topic]++
+	if _, internal := d.bySource[r.Topic]; internal {
+		d.queue = append(d.queue, r)
+	} else {
+		d.outputs[r.Topic] = append(d.outputs[r.Topic], r)
+	}
+	if promise != nil {
+		promise(r, nil)
+	}
+}
+
+// pipe processes one input record to completion and commits; on an error
+// every task aborts, as the record's transaction would.
+func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topology.Header) error {
+	tk := d.bySource[topic]
+	if tk == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
+	}
+	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts), Offset: d.offsets[topic]}
+	d.offsets[topic]++
+	for _, h := range headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return d.step(func() error { return tk.Process(r) })
+}
+
+// step runs fn, then everything it sent to internal topics, then commits.
+func (d *Driver) step(fn func() error) error {
+	err := fn()
+	for err == nil && len(d.queue) > 0 {
+		r := d.queue[0]
+		d.queue = d.queue[1:]
+		err = d.bySource[r.Topic].Process(r)
+	}
+	if err != nil {
+		d.queue = nil
+		for _, t := range d.tasks {
+			t.Abort()
+		}
+		return err
+	}
+	for _, t := range d.tasks {
+		t.Flush()
+	}
+	for _, t := range d.tasks {
+		if err := t.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AdvanceWallClock moves the wall clock forward by dt and fires the
+// wall-clock punctuations that became due, then commits.
+func (d *Driver) AdvanceWallClock(dt time.Duration) error {
+	d.wall += dt.Milliseconds()
+	return d.step(func() error {
+		for _, t := range d.tasks {
+			if err := t.Punctuate(exec.WallClockTime, d.wall); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// InputTopic pipes typed records into a source topic, encoded with the
+// given serdes.
+type InputTopic[K, V any] struct {
+	d     *Driver
+	topic string
+	ks    serde.Serde[K]
+	vs    serde.Serde[V]
+}
+
+// NewInputTopic returns a typed handle on topic.
+func NewInputTopic[K, V any](d *Driver, topic string, ks serde.Serde[K], vs serde.Serde[V]) *InputTopic[K, V] {
+	return &InputTopic[K, V]{d: d, topic: topic, ks: ks, vs: vs}
+}
+
+// Pipe encodes key and value and processes the record with timestamp ts
+// (milliseconds), then commits. A processing error comes back, with the
+// record's effects rolled back.
+func (in *InputTopic[K, V]) Pipe(key K, value V, ts int64, headers ...topology.Header) error {
+	kb, err := in.ks.Encode(key)
+	if err != nil {
+		return fmt.Errorf("topologytest: key: %w", err)
+	}
+	vb, err := in.vs.Encode(value)
+	if err != nil {
+		return fmt.Errorf("topologytest: value: %w", err)
+	}
+	return in.d.pipe(in.topic, kb, vb, ts, headers)
+}
+
+// PipeBytes processes a record given as raw bytes: the way to feed bytes
+// that the topic's serdes would not produce (nil for a Kafka null).
+func (in *InputTopic[K, V]) PipeBytes(key, value []byte, ts int64, headers ...topology.Header) error {
+	return in.d.pipe(in.topic, key, value, ts, headers)
+}
+
+// OutputTopic reads what the topology wrote to a topic, decoded with the
+// given serdes.
+type OutputTopic[K, V any] struct {
+	d     *Driver
+	topic string
+	ks    serde.Serde[K]
+	vs    serde.Serde[V]
+	pos   int
+}
+
+// NewOutputTopic returns a typed handle on topic.
+func NewOutputTopic[K, V any](d *Driver, topic string, ks serde.Serde[K], vs serde.Serde[V]) *OutputTopic[K, V] {
+	return &OutputTopic[K, V]{d: d, topic: topic, ks: ks, vs: vs}
+}
+
+// ReadRecords returns the records written since the last read, in order.
+func (o *OutputTopic[K, V]) ReadRecords() ([]topology.Record[K, V], error) {
+	rs := o.d.outputs[o.topic][o.pos:]
+	out := make([]topology.Record[K, V], 0, len(rs))
+	for _, r := range rs {
+		k, err := o.ks.Decode(r.Key)
+		if err != nil {
+			return out, fmt.Errorf("topologytest: %s@%d key: %w", o.topic, r.Offset, err)
+		}
+		v, err := o.vs.Decode(r.Value)
+		if err != nil {
+			return out, fmt.Errorf("topologytest: %s@%d value: %w", o.topic, r.Offset, err)
+		}
+		rec := topology.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp.UnixMilli()}
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, topology.Header{Key: h.Key, Value: h.Value})
+		}
+		out = append(out, rec)
+		o.pos++
+	}
+	return out, nil
+}
+
+// ToMap reads the records written since the last read into the last value
+// per key: the topic read as a table.
+func ToMap[K comparable, V any](o *OutputTopic[K, V]) (map[K]V, error) {
+	rs, err := o.ReadRecords()
+	m := make(map[K]V, len(rs))
+	for _, r := range rs {
+		m[r.Key] = r.Value
+	}
+	return m, err
+}
+
+// KeyValueStore returns the named store of the topology, typed by the
+// materialization that declared it. Reads see the committed state.
+func KeyValueStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topology.KV[K, V], error) {
+	tk := d.byStore[m.Name()]
+	if tk == nil {
+		return nil, fmt.Errorf("topologytest: no store %q", m.Name())
+	}
+	return m.View(tk.Store(m.Name())), nil
+}
