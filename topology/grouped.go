@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"strings"
+
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/serde"
 )
@@ -91,56 +93,16 @@ func ToStream[K, V any](tb Table[K, V]) Stream[K, V] {
 // init(), kept in the store m; every update is forwarded as the table's new
 // value for the key.
 func Aggregate[K, V, A any](g GroupedStream[K, V], init func() A, add func(K, V, A) A, m Materialization[K, A]) Table[K, A] {
-	t := g.s.t
 	if init == nil || add == nil {
-		t.errorf(ErrNilFunction, "Aggregate needs init and add functions")
+		g.s.t.errorf(ErrNilFunction, "Aggregate needs init and add functions")
 	}
-	if !m.register(t) {
-		return Table[K, A]{t: t, n: g.s.n}
-	}
-	s := g.prepare(m.Name(), m.ks)
-	n := t.add(&exec.Node{
-		Name:   t.name(m.Name()+"-aggregate", "AGGREGATE"),
-		Kind:   exec.KindProcessor,
-		Stores: []string{m.Name()},
-		New: func() exec.Processor {
-			return &aggregateProc[K, V, A]{m: m, init: init, add: add}
-		},
-	}, s.n)
-	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs}
+	return update(g, "aggregate", m, func(k K, v V, agg A, ok bool) A {
+		if !ok {
+			agg = init()
+		}
+		return add(k, v, agg)
+	})
 }
-
-type aggregateProc[K, V, A any] struct {
-	m    Materialization[K, A]
-	kv   *KV[K, A]
-	ctx  exec.Context
-	init func() A
-	add  func(K, V, A) A
-}
-
-func (p *aggregateProc[K, V, A]) Init(ctx exec.Context) error {
-	p.ctx, p.kv = ctx, p.m.open(ctx)
-	return nil
-}
-
-func (p *aggregateProc[K, V, A]) Process(r exec.Record) error {
-	k := r.Key.(K)
-	agg, ok, err := p.kv.Get(k)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		agg = p.init()
-	}
-	agg = p.add(k, r.Value.(V), agg)
-	if err := p.kv.Put(k, agg); err != nil {
-		return err
-	}
-	r.Value = agg
-	return p.ctx.Forward(r)
-}
-
-func (p *aggregateProc[K, V, A]) Close() error { return nil }
 
 // Count counts the records per key.
 func Count[K, V any](g GroupedStream[K, V], m Materialization[K, int64]) Table[K, int64] {
@@ -150,51 +112,58 @@ func Count[K, V any](g GroupedStream[K, V], m Materialization[K, int64]) Table[K
 // Reduce combines each key's values with fn; the first value of a key is
 // stored as is.
 func Reduce[K, V any](g GroupedStream[K, V], fn func(V, V) V, m Materialization[K, V]) Table[K, V] {
-	t := g.s.t
 	if fn == nil {
-		t.errorf(ErrNilFunction, "Reduce needs a function")
+		g.s.t.errorf(ErrNilFunction, "Reduce needs a function")
 	}
+	return update(g, "reduce", m, func(_ K, v V, old V, ok bool) V {
+		if ok {
+			return fn(old, v)
+		}
+		return v
+	})
+}
+
+// update is the one stateful node behind Aggregate, Count and Reduce: read
+// the key's value from the store, compute the new one, store it, forward it.
+func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K, A], fn func(k K, v V, old A, ok bool) A) Table[K, A] {
+	t := g.s.t
 	if !m.register(t) {
-		return Table[K, V]{t: t, n: g.s.n}
+		return Table[K, A]{t: t, n: g.s.n}
 	}
 	s := g.prepare(m.Name(), m.ks)
 	n := t.add(&exec.Node{
-		Name:   t.name(m.Name()+"-reduce", "REDUCE"),
+		Name:   t.name(m.Name()+"-"+kind, strings.ToUpper(kind)),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
-		New: func() exec.Processor {
-			return &reduceProc[K, V]{m: m, fn: fn}
-		},
+		New:    func() exec.Processor { return &updateProc[K, V, A]{m: m, fn: fn} },
 	}, s.n)
-	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs}
+	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs}
 }
 
-type reduceProc[K, V any] struct {
-	m   Materialization[K, V]
-	kv  *KV[K, V]
+type updateProc[K, V, A any] struct {
+	m   Materialization[K, A]
+	kv  *KV[K, A]
 	ctx exec.Context
-	fn  func(V, V) V
+	fn  func(K, V, A, bool) A
 }
 
-func (p *reduceProc[K, V]) Init(ctx exec.Context) error {
+func (p *updateProc[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx, p.kv = ctx, p.m.open(ctx)
 	return nil
 }
 
-func (p *reduceProc[K, V]) Process(r exec.Record) error {
-	k, v := r.Key.(K), r.Value.(V)
+func (p *updateProc[K, V, A]) Process(r exec.Record) error {
+	k := r.Key.(K)
 	old, ok, err := p.kv.Get(k)
 	if err != nil {
 		return err
 	}
-	if ok {
-		v = p.fn(old, v)
-	}
-	if err := p.kv.Put(k, v); err != nil {
+	agg := p.fn(k, r.Value.(V), old, ok)
+	if err := p.kv.Put(k, agg); err != nil {
 		return err
 	}
-	r.Value = v
+	r.Value = agg
 	return p.ctx.Forward(r)
 }
 
-func (p *reduceProc[K, V]) Close() error { return nil }
+func (p *updateProc[K, V, A]) Close() error { return nil }

@@ -137,3 +137,37 @@ func TestErrorsRollBackAndWallClockIsManual(t *testing.T) {
 		t.Errorf("pipe to an unknown topic: %v", err)
 	}
 }
+
+func TestAggregations(t *testing.T) {
+	tp := topology.New()
+	in := topology.From(tp, "in", serde.String, serde.Int64)
+	sums := topology.Reduce(topology.GroupByKey(in), func(a, b int64) int64 { return a + b },
+		topology.Materialized("sums", serde.String, serde.Int64, topology.InMemory()))
+	topology.To(topology.ToStream(sums), "sums", serde.String, serde.Int64)
+	maxes := topology.Aggregate(topology.GroupBy(in, func(k string, _ int64) string { return k[:1] }, topology.Grouped("by-initial", serde.String, serde.Int64)),
+		func() int64 { return -1 }, func(_ string, v, m int64) int64 { return max(v, m) },
+		topology.Materialized("maxes", serde.String, serde.Int64, topology.WithoutCache()))
+	topology.To(topology.ToStream(maxes), "maxes", serde.String, serde.Int64)
+	d, err := topologytest.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	input := topologytest.NewInputTopic(d, "in", serde.String, serde.Int64)
+	for i, kv := range []struct {
+		k string
+		v int64
+	}{{"ab", 3}, {"ac", 5}, {"ab", 4}, {"b", 1}} {
+		if err := input.Pipe(kv.k, kv.v, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := topologytest.ToMap(topologytest.NewOutputTopic(d, "sums", serde.String, serde.Int64))
+	m, _ := topologytest.ToMap(topologytest.NewOutputTopic(d, "maxes", serde.String, serde.Int64))
+	if s["ab"] != 7 || s["ac"] != 5 || s["b"] != 1 {
+		t.Errorf("sums %v", s)
+	}
+	if m["a"] != 5 || m["b"] != 1 {
+		t.Errorf("maxes %v", m)
+	}
+}
