@@ -38,7 +38,19 @@ type Staged struct {
 	pending []int
 	writes  []Write // Commit's scratch, kept to avoid a slice per commit
 
+	// A mark (see Mark) remembers how to undo the writes after it.
+	marked      bool
+	markEntries int        // len(entries) at Mark
+	markPending int        // len(pending) at Mark
+	undo        []undoStep // older entries' states before their first write after Mark, in write order
+
 	stats Stats
+}
+
+type undoStep struct {
+	i       int
+	value   []byte
+	pending bool
 }
 
 type stagedEntry struct {
@@ -136,6 +148,9 @@ func (s *Staged) Delete(key []byte) error {
 
 func (s *Staged) stage(key, value []byte) {
 	i, ok := s.index[string(key)]
+	if ok && s.marked && i < s.markEntries {
+		s.undo = append(s.undo, undoStep{i: i, value: s.entries[i].value, pending: s.entries[i].pending})
+	}
 	if !ok {
 		i = len(s.entries)
 		// One allocation for key and value; the key is capped so no append
@@ -301,11 +316,49 @@ func (s *Staged) Commit(checkpoint int64) error {
 // any flushed records aborted with them.
 func (s *Staged) Abort() { s.reset() }
 
+// Mark starts a unit of writes that Rollback can undo as a whole, without
+// discarding what was staged before: how a task processes one record
+// atomically, so that a record skipped after an error leaves no trace.
+// Release ends the unit and keeps its writes. Flush and Commit must not be
+// called between Mark and Release or Rollback. Without the cache, the
+// changelog records emitted inside the unit are the caller's to drop.
+func (s *Staged) Mark() {
+	s.marked = true
+	s.markEntries, s.markPending = len(s.entries), len(s.pending)
+	s.undo = s.undo[:0]
+}
+
+// Release ends the unit begun by Mark, keeping its writes.
+func (s *Staged) Release() {
+	s.marked = false
+	clear(s.undo)
+	s.undo = s.undo[:0]
+}
+
+// Rollback undoes every write since Mark and ends the unit.
+func (s *Staged) Rollback() {
+	if !s.marked {
+		return
+	}
+	for j := len(s.undo) - 1; j >= 0; j-- {
+		u := s.undo[j]
+		s.entries[u.i].value, s.entries[u.i].pending = u.value, u.pending
+	}
+	for i := s.markEntries; i < len(s.entries); i++ {
+		delete(s.index, string(s.entries[i].key))
+	}
+	clear(s.entries[s.markEntries:])
+	s.entries = s.entries[:s.markEntries]
+	s.pending = s.pending[:s.markPending]
+	s.Release()
+}
+
 func (s *Staged) reset() {
 	clear(s.index)
 	clear(s.entries) // drop references for the collector; the capacity is reused
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
+	s.Release()
 }
 
 // Dirty returns the number of staged keys.

@@ -468,3 +468,52 @@ func ExampleStaged() {
 	// engine apples=3 checkpoint=41
 	// after abort apples=3
 }
+
+func TestStagedRollbackUndoesOneUnit(t *testing.T) {
+	for _, cache := range []bool{true, false} {
+		var opts []StagedOption
+		if !cache {
+			opts = append(opts, WithoutCache())
+		}
+		s := NewStaged("s", NewMemory(), opts...)
+		var emitted []string
+		s.SetChangelog(func(k, v []byte) { emitted = append(emitted, string(k)+"="+string(v)) })
+		s.Put([]byte("a"), []byte("1"))
+		s.Put([]byte("b"), []byte("1"))
+		before := len(emitted)
+
+		s.Mark()
+		s.Put([]byte("a"), []byte("2")) // an older key changed
+		s.Put([]byte("a"), []byte("3")) // twice
+		s.Delete([]byte("b"))           // an older key deleted
+		s.Put([]byte("c"), []byte("1")) // a new key
+		s.Rollback()
+
+		for k, want := range map[string]string{"a": "1", "b": "1", "c": ""} {
+			v, ok, _ := s.Get([]byte(k))
+			if string(v) != want || ok != (want != "") {
+				t.Errorf("cache=%t: %s = %q %t after rollback, want %q", cache, k, v, ok, want)
+			}
+		}
+		if s.Dirty() != 2 {
+			t.Errorf("cache=%t: %d dirty keys after rollback, want 2", cache, s.Dirty())
+		}
+		// The next unit is kept; a flush then emits exactly the kept state.
+		s.Mark()
+		s.Put([]byte("d"), []byte("1"))
+		s.Release()
+		emitted = emitted[:before]
+		s.Flush()
+		if err := s.Commit(NoCheckpoint); err != nil {
+			t.Fatal(err)
+		}
+		if cache {
+			if got := strings.Join(emitted, ","); got != "a=1,b=1,d=1" {
+				t.Errorf("flushed %q", got)
+			}
+		}
+		if v, ok, _ := s.Engine().Get([]byte("d")); !ok || string(v) != "1" {
+			t.Errorf("cache=%t: released write not committed", cache)
+		}
+	}
+}
