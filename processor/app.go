@@ -132,6 +132,13 @@ func (a *App) Run(ctx context.Context) error {
 // in between.
 const maxSessionFailures = 10
 
+func (a *App) deadLetterTopic() string {
+	if a.cfg.deadLetter != "" {
+		return a.cfg.deadLetter
+	}
+	return a.cfg.appID + "-dlq"
+}
+
 // fatalError stops the instance instead of rebuilding the session.
 type fatalError struct{ err error }
 
@@ -217,6 +224,10 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			configs map[string]*string
 		}{a.partitions[sub], nil}
 	}
+	var widest int32
+	for _, n := range a.partitions {
+		widest = max(widest, n)
+	}
 	a.changelogs = map[string]bool{}
 	compact := "compact"
 	for name, sub := range a.plan.StoreSub {
@@ -232,9 +243,16 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		names = append(names, t)
 	}
 	sort.Strings(names)
-	existing, err := adm.ListTopics(ctx, names...)
+	existing, err := adm.ListTopics(ctx, append(names, a.deadLetterTopic())...)
 	if err != nil {
 		return fmt.Errorf("processor: list internal topics: %w", err)
+	}
+	// The dead-letter topic is made if missing, as wide as the widest
+	// sub-topology; one that exists is used as it is.
+	if dlq := a.deadLetterTopic(); existing[dlq].Err != nil || existing[dlq].Topic == "" {
+		if _, err := adm.CreateTopic(ctx, widest, -1, nil, dlq); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("processor: create %s: %w", dlq, err)
+		}
 	}
 	for _, t := range names {
 		w := want[t]
@@ -566,7 +584,14 @@ func (in *instance) closeRevoked() {
 
 func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	sub := in.a.plan.Subs[id.Sub]
-	t, err := task.New(id, sub, in.a.plan, in.a.cfg.appID, in.a.dir, in.send)
+	t, err := task.New(id, sub, in.a.plan, task.Config{
+		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
+		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(),
+		OnAction: func(ec exec.ErrorContext, act exec.Action) {
+			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
+				"topic", ec.Topic, "partition", ec.Partition, "offset", ec.Offset, "err", ec.Err)
+		},
+	})
 	if err != nil {
 		return fatalError{err}
 	}

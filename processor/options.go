@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/txn"
 )
 
@@ -28,6 +29,8 @@ type config struct {
 	rebalanceTimeout time.Duration
 	txnTimeout       time.Duration
 	logger           *slog.Logger
+	errors           map[exec.ErrorClass]exec.ErrorHandler
+	deadLetter       string
 }
 
 func defaultConfig() config {
@@ -98,6 +101,23 @@ func RebalanceTimeout(d time.Duration) Opt { return opt(func(c *config) { c.reba
 
 // TransactionTimeout sets transaction.timeout.ms. Default 10s.
 func TransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.txnTimeout = d }) }
+
+// OnError sets the application's handler for one class of errors
+// (topology.Deserialization, Processing or Production). Defaults: dead-letter
+// for deserialization errors, fail for the others. Sources, operators and
+// sinks can override it (topology.OnError).
+func OnError(class exec.ErrorClass, h exec.ErrorHandler) Opt {
+	return opt(func(c *config) {
+		if c.errors == nil {
+			c.errors = map[exec.ErrorClass]exec.ErrorHandler{}
+		}
+		c.errors[class] = h
+	})
+}
+
+// DeadLetterTopic sets the application's dead-letter topic. Default
+// <application.id>-dlq, created by the application.
+func DeadLetterTopic(topic string) Opt { return opt(func(c *config) { c.deadLetter = topic }) }
 
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }

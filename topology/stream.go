@@ -34,16 +34,19 @@ type SourceOption func(*sourceConfig)
 type sourceConfig struct {
 	name       string
 	deadLetter string
+	onError    ErrorHandler
 }
 
 // SourceName names the source node (default: generated).
 func SourceName(name string) SourceOption { return func(c *sourceConfig) { c.name = name } }
 
-// DeadLetter sends records that fail to decode to topic, with their key and
-// value bytes unchanged and their origin in headers (sluice.source.topic,
-// .partition, .offset, .timestamp, sluice.error.class, sluice.error.message),
-// inside the same transaction as everything else. Without it, a record that
-// fails to decode stops the instance without committing the record.
+// DeadLetter names the dead-letter topic of the records this source reads
+// (default: the application's, <application.id>-dlq). A dead-lettered record
+// keeps its key and value bytes and gets its origin in headers
+// (sluice.source.topic, .partition, .offset, .timestamp, sluice.error.class,
+// sluice.error.message), inside the same transaction as everything else.
+// Records that fail to decode are dead-lettered unless a handler says
+// otherwise.
 func DeadLetter(topic string) SourceOption { return func(c *sourceConfig) { c.deadLetter = topic } }
 
 // From reads topic, decoding keys with ks and values with vs.
@@ -67,6 +70,7 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 		Kind:       exec.KindSource,
 		Topics:     []string{topic},
 		DeadLetter: cfg.deadLetter,
+		OnError:    cfg.onError,
 		Decode:     decoder(ks, vs),
 	})
 	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
@@ -275,7 +279,7 @@ func Split[K, V any](s Stream[K, V], preds ...func(K, V) bool) (branches []Strea
 
 // To writes the stream to topic, partitioned by the key bytes with Kafka's
 // default (murmur2) partitioner.
-func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serde[V]) {
+func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serde[V], opts ...SinkOption) {
 	if topic == "" {
 		s.t.errorf(ErrMissingName, "To needs a topic")
 	}
@@ -283,7 +287,10 @@ func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serd
 		s.t.errorf(ErrMissingSerde, "To(%q) needs a key and a value serde", topic)
 		return
 	}
-	s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
+	n := s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
+	for _, o := range opts {
+		o(n)
+	}
 }
 
 // Repartition writes the stream through the internal topic

@@ -28,6 +28,17 @@ func ApplicationID(id string) Option { return func(d *Driver) { d.appID = id } }
 // is called).
 func WallClock(t time.Time) Option { return func(d *Driver) { d.wall = t.UnixMilli() } }
 
+// OnError sets the application's handler for one class of errors, as
+// processor.OnError does.
+func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
+	return func(d *Driver) {
+		if d.errors == nil {
+			d.errors = map[exec.ErrorClass]exec.ErrorHandler{}
+		}
+		d.errors[class] = h
+	}
+}
+
 // Driver runs a topology without Kafka. It is not safe for concurrent use.
 type Driver struct {
 	appID    string
@@ -39,6 +50,7 @@ type Driver struct {
 	offsets  map[string]int64
 	outputs  map[string][]*kgo.Record
 	queue    []*kgo.Record // records sent to internal topics, not yet processed
+	errors   map[exec.ErrorClass]exec.ErrorHandler
 }
 
 // New builds t and opens one task per sub-topology.
@@ -60,7 +72,10 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	}
 	plan := built.Plan()
 	for _, sub := range plan.Subs {
-		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, d.appID, d.dir, d.send)
+		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
+			AppID: d.appID, StateDir: d.dir, Send: d.send,
+			Errors: d.errors, DeadLetter: d.appID + "-dlq",
+		})
 		if err != nil {
 			d.Close()
 			return nil, err

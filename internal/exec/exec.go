@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/sluice-streams/sluice/store"
@@ -92,9 +93,8 @@ type Node struct {
 	// Source: Decode turns raw bytes into the typed key and value. A nil
 	// key or value (Kafka null) is passed to Decode as nil.
 	Decode func(key, value []byte) (k, v any, err error)
-	// Source: DeadLetter names the topic that records failing Decode go to
-	// (with their origin in headers); empty means a decode error stops the
-	// instance without committing the record.
+	// Source: DeadLetter names the dead-letter topic of records read by
+	// this source (default: the application's, <application.id>-dlq).
 	DeadLetter string
 
 	// Processor: New makes the operator instance for one task.
@@ -104,6 +104,10 @@ type Node struct {
 
 	// Sink: Encode turns key and value into bytes.
 	Encode func(k, v any) (key, value []byte, err error)
+
+	// OnError overrides the application's error handler for errors that
+	// arise in this node; nil keeps the application's.
+	OnError ErrorHandler
 }
 
 // Store describes a store the plan needs.
@@ -154,3 +158,59 @@ const (
 	HeaderErrorClass      = "sluice.error.class"
 	HeaderErrorMessage    = "sluice.error.message"
 )
+
+// ErrorClass says where a record failed.
+type ErrorClass string
+
+const (
+	// Deserialization: a source could not decode the record's bytes.
+	Deserialization ErrorClass = "deserialization"
+	// Processing: user code returned an error or panicked.
+	Processing ErrorClass = "processing"
+	// Production: a sink could not encode or produce a record.
+	Production ErrorClass = "production"
+)
+
+// Action is what the runtime does with a record that failed.
+type Action int
+
+const (
+	// Fail stops the instance without committing the record, which is
+	// processed again after a restart (after the fix).
+	Fail Action = iota
+	// Continue skips the record: its effects are rolled back, it is
+	// logged and counted, and processing goes on.
+	Continue
+	// DeadLetter writes the original record to the dead-letter topic, with
+	// its origin and the error in headers, in the same transaction, then
+	// goes on like Continue.
+	DeadLetter
+)
+
+func (a Action) String() string {
+	switch a {
+	case Fail:
+		return "fail"
+	case Continue:
+		return "continue"
+	case DeadLetter:
+		return "dead-letter"
+	}
+	return "Action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ErrorContext describes a failed record to an ErrorHandler.
+type ErrorContext struct {
+	Class ErrorClass
+	// Node is the source, operator or sink where the error arose.
+	Node string
+	// The input record's coordinates.
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp int64
+	Err       error
+}
+
+// ErrorHandler decides what to do with a failed record.
+type ErrorHandler func(ErrorContext) Action

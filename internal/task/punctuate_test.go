@@ -52,7 +52,7 @@ func TestPunctuation(t *testing.T) {
 	}
 	plan := built.Plan()
 	d := &discard{keep: []*kgo.Record{}}
-	tk, err := New(ID{0, 0}, plan.Subs[0], plan, "p", t.TempDir(), d.send)
+	tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "p", StateDir: t.TempDir(), Send: d.send})
 	if err != nil {
 		t.Fatal(err)
 	}

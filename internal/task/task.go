@@ -38,12 +38,20 @@ type Sender func(r *kgo.Record, promise func(*kgo.Record, error))
 //	| running  | running  | commit (apply stage) or abort (discard)      |
 //	| running  | closed   | partitions revoked or lost, or shutdown      |
 type Task struct {
-	id      ID
-	sub     *exec.SubTopology
-	appID   string
-	send    Sender
-	sources map[string]*nodeInst // runtime topic name → source
-	nodes   []*nodeInst
+	id    ID
+	sub   *exec.SubTopology
+	appID string
+	cfg   Config
+	send  Sender // the driver's; emit buffers in front of it
+
+	// While a record is processed, what it sends is buffered, so that a
+	// record skipped after an error leaves no output behind.
+	buffering bool
+	buf       []sent
+	curNode   *exec.Node // innermost node running, to blame a panic on
+	actions   map[exec.ErrorClass]map[exec.Action]int64
+	sources   map[string]*nodeInst // runtime topic name → source
+	nodes     []*nodeInst
 
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
@@ -59,6 +67,73 @@ type Task struct {
 	punctuators                     []*punctuator
 	processed                       int64
 }
+
+type sent struct {
+	r       *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+// emit is how operators and stores produce: buffered while a record is being
+// processed, passed on when it succeeded, dropped when it failed.
+func (t *Task) emit(r *kgo.Record, promise func(*kgo.Record, error)) {
+	if t.buffering {
+		t.buf = append(t.buf, sent{r, promise})
+		return
+	}
+	t.send(r, promise)
+}
+
+// begin starts processing one record as a unit.
+func (t *Task) begin() {
+	t.buffering = true
+	for _, name := range t.order {
+		t.stores[name].Mark()
+	}
+}
+
+// release keeps the unit: its writes stay staged and its records go out.
+func (t *Task) release() {
+	for _, name := range t.order {
+		t.stores[name].Release()
+	}
+	t.buffering = false
+	for i, b := range t.buf {
+		t.send(b.r, b.promise)
+		t.buf[i] = sent{}
+	}
+	t.buf = t.buf[:0]
+}
+
+// rollback drops the unit: its writes and its records.
+func (t *Task) rollback() {
+	for _, name := range t.order {
+		t.stores[name].Rollback()
+	}
+	t.buffering = false
+	clear(t.buf)
+	t.buf = t.buf[:0]
+}
+
+// nodeError blames an error on the node where it arose.
+type nodeError struct {
+	node  *exec.Node
+	class exec.ErrorClass
+	err   error
+}
+
+func (e *nodeError) Error() string { return e.node.Name + ": " + e.err.Error() }
+func (e *nodeError) Unwrap() error { return e.err }
+
+func blame(n *exec.Node, class exec.ErrorClass, err error) error {
+	var ne *nodeError
+	if err == nil || errors.As(err, &ne) {
+		return err
+	}
+	return &nodeError{node: n, class: class, err: err}
+}
+
+// Actions counts the failed records by class and action.
+func (t *Task) Actions() map[exec.ErrorClass]map[exec.Action]int64 { return t.actions }
 
 type recordMeta struct {
 	topic     string
@@ -81,11 +156,39 @@ func ChangelogTopic(appID, storeName string) string { return appID + "-" + store
 // InternalTopic names an internal (repartition) topic.
 func InternalTopic(appID, name string) string { return appID + "-" + name }
 
+// Config is what a task needs from the driver around it.
+type Config struct {
+	AppID    string
+	StateDir string
+	Send     Sender
+	// Errors maps an error class to the application's handler; a class
+	// without one gets the default: dead-letter for deserialization, fail
+	// for processing and production. Nodes may override (exec.Node.OnError).
+	Errors map[exec.ErrorClass]exec.ErrorHandler
+	// DeadLetter is the application's dead-letter topic; a source's own
+	// wins for the records it read.
+	DeadLetter string
+	// OnAction, if set, is told of every failed record and the action taken
+	// (for logs and metrics).
+	OnAction func(exec.ErrorContext, exec.Action)
+}
+
+// DefaultAction is the action for an error class when nobody configured one.
+func DefaultAction(c exec.ErrorClass) exec.Action {
+	if c == exec.Deserialization {
+		return exec.DeadLetter
+	}
+	return exec.Fail
+}
+
 // New builds the task's operator instances and opens its stores (Pebble in
-// stateDir, or in memory); the caller restores the engines, then calls Init.
-func New(id ID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir string, send Sender) (*Task, error) {
+// cfg.StateDir, or in memory); the caller restores the engines, then calls
+// Init.
+func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, error) {
+	appID, stateDir := cfg.AppID, cfg.StateDir
 	t := &Task{
-		id: id, sub: sub, appID: appID, send: send,
+		id: id, sub: sub, appID: appID, send: cfg.Send, cfg: cfg,
+		actions:    map[exec.ErrorClass]map[exec.Action]int64{},
 		sources:    map[string]*nodeInst{},
 		stores:     map[string]*store.Staged{},
 		engines:    map[string]store.Engine{},
@@ -146,7 +249,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, appID, stateDir string, 
 		st := store.NewStaged(name, eng, opts...)
 		topic := ChangelogTopic(appID, name)
 		st.SetChangelog(func(k, v []byte) {
-			t.send(&kgo.Record{Topic: topic, Partition: id.Partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
+			t.emit(&kgo.Record{Topic: topic, Partition: id.Partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
 				if err != nil {
 					return // the instance sees the error through its own promise accounting
 				}
@@ -178,7 +281,11 @@ func (t *Task) Init() error {
 	return nil
 }
 
-// Process runs one input record through the sub-topology.
+// Process runs one input record through the sub-topology as a unit: if it
+// fails, its store writes and outputs are rolled back and the error handler
+// decides (invariant 6): Fail returns the error, so that the record's offset
+// is never committed; Continue skips it; DeadLetter writes the original
+// record to the dead-letter topic.
 func (t *Task) Process(r *kgo.Record) error {
 	src := t.sources[r.Topic]
 	if src == nil {
@@ -189,11 +296,7 @@ func (t *Task) Process(r *kgo.Record) error {
 	t.processed++
 	k, v, err := src.node.Decode(r.Key, r.Value)
 	if err != nil {
-		if src.node.DeadLetter == "" {
-			return fmt.Errorf("processor: task %s: cannot decode %s/%d@%d: %w", t.id, r.Topic, r.Partition, r.Offset, err)
-		}
-		t.deadLetter(src.node.DeadLetter, r, "deserialization", err)
-		return nil
+		return t.failed(exec.Deserialization, src.node, src.node, r, err)
 	}
 	ts := r.Timestamp.UnixMilli()
 	var hs []exec.Header
@@ -203,14 +306,76 @@ func (t *Task) Process(r *kgo.Record) error {
 			hs[i] = exec.Header{Key: h.Key, Value: h.Value}
 		}
 	}
-	if err := src.forward(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}); err != nil {
-		return err
+	t.begin()
+	if err := t.run(src, exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}); err != nil {
+		t.rollback()
+		node, class := src.node, exec.Processing
+		var ne *nodeError
+		if errors.As(err, &ne) {
+			node, class, err = ne.node, ne.class, ne.err
+		}
+		return t.failed(class, node, src.node, r, err)
 	}
+	t.release()
 	if ts > t.streamTime {
 		t.streamTime = ts
 		return t.Punctuate(exec.StreamTime, ts)
 	}
 	return nil
+}
+
+// run forwards rec from the source, turning a panic in user code into a
+// processing error of the node it happened in.
+func (t *Task) run(src *nodeInst, rec exec.Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			node := t.curNode
+			if node == nil {
+				node = src.node
+			}
+			err = &nodeError{node: node, class: exec.Processing, err: fmt.Errorf("panic: %v", p)}
+		}
+		t.curNode = nil
+	}()
+	return src.forward(rec)
+}
+
+// failed applies the error handler to a record that failed in node.
+func (t *Task) failed(class exec.ErrorClass, node, src *exec.Node, r *kgo.Record, cause error) error {
+	ec := exec.ErrorContext{
+		Class: class, Node: node.Name, Topic: r.Topic, Partition: r.Partition,
+		Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Err: cause,
+	}
+	h := node.OnError
+	if h == nil {
+		h = t.cfg.Errors[class]
+	}
+	action := DefaultAction(class)
+	if h != nil {
+		action = h(ec)
+	}
+	dlq := src.DeadLetter
+	if dlq == "" {
+		dlq = t.cfg.DeadLetter
+	}
+	if action == exec.DeadLetter && dlq == "" {
+		action = exec.Fail // nowhere to write it: never drop silently
+	}
+	if t.actions[class] == nil {
+		t.actions[class] = map[exec.Action]int64{}
+	}
+	t.actions[class][action]++
+	if t.cfg.OnAction != nil {
+		t.cfg.OnAction(ec, action)
+	}
+	switch action {
+	case exec.Continue:
+		return nil
+	case exec.DeadLetter:
+		t.deadLetter(dlq, r, string(class), cause)
+		return nil
+	}
+	return fmt.Errorf("processor: task %s: %s error in %s at %s/%d@%d: %w", t.id, class, node.Name, r.Topic, r.Partition, r.Offset, cause)
 }
 
 // deadLetter writes the original record with its origin in headers
@@ -337,16 +502,23 @@ func (n *nodeInst) forward(r exec.Record) error {
 }
 
 func (n *nodeInst) receive(r exec.Record) error {
+	// No defer: after a panic, curNode must still name the innermost node.
+	prev := n.t.curNode
+	n.t.curNode = n.node
+	var err error
 	switch n.node.Kind {
 	case exec.KindSink:
-		k, v, err := n.node.Encode(r.Key, r.Value)
-		if err != nil {
-			return fmt.Errorf("processor: task %s: sink %s: %w", n.t.id, n.node.Name, err)
+		var k, v []byte
+		if k, v, err = n.node.Encode(r.Key, r.Value); err != nil {
+			err = blame(n.node, exec.Production, err)
+		} else {
+			err = n.Send(n.topic, false, k, v, r.Headers, r.Timestamp)
 		}
-		return n.Send(n.topic, false, k, v, r.Headers, r.Timestamp)
 	default:
-		return n.proc.Process(r)
+		err = blame(n.node, exec.Processing, n.proc.Process(r))
 	}
+	n.t.curNode = prev
+	return err
 }
 
 func (n *nodeInst) Forward(r exec.Record) error { return n.forward(r) }
@@ -372,7 +544,7 @@ func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers 
 			rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	n.t.send(rec, nil)
+	n.t.emit(rec, nil)
 	return nil
 }
 

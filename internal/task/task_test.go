@@ -37,7 +37,7 @@ func wordcountTask(tb testing.TB, sub int, d *discard) *Task {
 		tb.Fatal(err)
 	}
 	plan := built.Plan()
-	t, err := New(ID{sub, 0}, plan.Subs[sub], plan, "bench", tb.TempDir(), d.send)
+	t, err := New(ID{sub, 0}, plan.Subs[sub], plan, Config{AppID: "bench", StateDir: tb.TempDir(), Send: d.send})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,64 @@
+package topology
+
+import "github.com/sluice-streams/sluice/internal/exec"
+
+// ErrorClass says where a record failed: Deserialization, Processing or
+// Production.
+type ErrorClass = exec.ErrorClass
+
+// The error classes.
+const (
+	Deserialization = exec.Deserialization
+	Processing      = exec.Processing
+	Production      = exec.Production
+)
+
+// Action is what happens to a record that failed: Fail, Continue or
+// DeadLetterIt.
+type Action = exec.Action
+
+// The actions.
+const (
+	// Fail stops the instance without committing the record.
+	Fail = exec.Fail
+	// Continue skips the record, its effects rolled back; it is logged and
+	// counted.
+	Continue = exec.Continue
+	// DeadLetterIt writes the original record to the dead-letter topic with
+	// its origin and the error in headers, in the same transaction.
+	DeadLetterIt = exec.DeadLetter
+)
+
+// ErrorContext describes a failed record: its class, the node where it
+// failed, its input coordinates and the error. It never holds the payload, so
+// handlers that log it do not leak data.
+type ErrorContext = exec.ErrorContext
+
+// ErrorHandler decides the action for a failed record.
+type ErrorHandler = exec.ErrorHandler
+
+// Always is the handler that always takes action a.
+func Always(a Action) ErrorHandler { return func(ErrorContext) Action { return a } }
+
+// SourceOnError handles the source's decoding errors with h instead of the
+// application's handler.
+func SourceOnError(h ErrorHandler) SourceOption { return func(c *sourceConfig) { c.onError = h } }
+
+// SinkOption configures a sink.
+type SinkOption func(*exec.Node)
+
+// SinkOnError handles the sink's production errors (a key or value that
+// its serde cannot encode) with h instead of the application's handler.
+func SinkOnError(h ErrorHandler) SinkOption { return func(n *exec.Node) { n.OnError = h } }
+
+// OnError handles the errors of the operator that produced s (an error
+// returned by, or a panic in, its function or processor) with h instead of the
+// application's handler.
+func OnError[K, V any](s Stream[K, V], h ErrorHandler) Stream[K, V] {
+	if s.n.Kind == exec.KindProcessor {
+		s.n.OnError = h
+	} else {
+		s.t.errorf(ErrNilFunction, "OnError applies to an operator's stream, not to node %q", s.n.Name)
+	}
+	return s
+}
