@@ -56,6 +56,38 @@ type Stats struct {
 	Aborts    atomic.Int64
 	Restored  atomic.Int64 // changelog records restored
 	Tasks     atomic.Int64 // tasks currently owned
+
+	mu sync.Mutex
+	// failed counts records that failed, by class and action taken. A
+	// record counts each time it is processed, so one in an aborted
+	// transaction may count twice.
+	failed map[FailureKey]int64
+}
+
+// FailureKey names a count of failed records.
+type FailureKey struct {
+	Class  exec.ErrorClass
+	Action exec.Action
+}
+
+func (s *Stats) addFailure(k FailureKey) {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = map[FailureKey]int64{}
+	}
+	s.failed[k]++
+	s.mu.Unlock()
+}
+
+// Failures returns the counts of failed records by class and action.
+func (s *Stats) Failures() map[FailureKey]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[FailureKey]int64, len(s.failed))
+	for k, v := range s.failed {
+		out[k] = v
+	}
+	return out
 }
 
 // New validates the configuration and the topology. It starts nothing.
@@ -588,6 +620,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
 		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(),
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
+			in.a.stats.addFailure(FailureKey{ec.Class, act})
 			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
 				"topic", ec.Topic, "partition", ec.Partition, "offset", ec.Offset, "err", ec.Err)
 		},

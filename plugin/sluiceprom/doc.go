@@ -9,5 +9,6 @@
 // Metrics (all prefixed sluice_): records_processed_total (input records
 // whose transaction committed), commits_total, aborts_total,
 // restored_records_total (changelog records replayed into stores), tasks
-// (tasks owned now).
+// (tasks owned now), records_failed_total{class,action} (records that failed
+// to decode, process or produce, by the action their error handler chose).
 package sluiceprom
