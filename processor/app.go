@@ -618,7 +618,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	sub := in.a.plan.Subs[id.Sub]
 	t, err := task.New(id, sub, in.a.plan, task.Config{
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
-		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(),
+		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
 			in.a.stats.addFailure(FailureKey{ec.Class, act})
 			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,

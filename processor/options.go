@@ -31,6 +31,7 @@ type config struct {
 	logger           *slog.Logger
 	errors           map[exec.ErrorClass]exec.ErrorHandler
 	deadLetter       string
+	maxRecordBytes   int
 }
 
 func defaultConfig() config {
@@ -118,6 +119,13 @@ func OnError(class exec.ErrorClass, h exec.ErrorHandler) Opt {
 // DeadLetterTopic sets the application's dead-letter topic. Default
 // <application.id>-dlq, created by the application.
 func DeadLetterTopic(topic string) Opt { return opt(func(c *config) { c.deadLetter = topic }) }
+
+// MaxRecordBytes bounds the records the application produces (key, value and
+// headers): a larger one is a production error, handled by the policy,
+// rather than a produce failure that would abort every transaction it is in.
+// Set it to the smallest max.message.bytes of the output topics. Default
+// 1048588, Kafka's default.
+func MaxRecordBytes(n int) Opt { return opt(func(c *config) { c.maxRecordBytes = n }) }
 
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }

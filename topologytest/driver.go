@@ -39,6 +39,9 @@ func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
 	}
 }
 
+// MaxRecordBytes bounds produced records, as processor.MaxRecordBytes does.
+func MaxRecordBytes(n int) Option { return func(d *Driver) { d.maxRecordBytes = n } }
+
 // Driver runs a topology without Kafka. It is not safe for concurrent use.
 type Driver struct {
 	appID    string
@@ -51,6 +54,8 @@ type Driver struct {
 	outputs  map[string][]*kgo.Record
 	queue    []*kgo.Record // records sent to internal topics, not yet processed
 	errors   map[exec.ErrorClass]exec.ErrorHandler
+
+	maxRecordBytes int
 }
 
 // New builds t and opens one task per sub-topology.
@@ -74,7 +79,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	for _, sub := range plan.Subs {
 		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
 			AppID: d.appID, StateDir: d.dir, Send: d.send,
-			Errors: d.errors, DeadLetter: d.appID + "-dlq",
+			Errors: d.errors, DeadLetter: d.appID + "-dlq", MaxRecordBytes: d.maxRecordBytes,
 		})
 		if err != nil {
 			d.Close()

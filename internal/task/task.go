@@ -171,7 +171,28 @@ type Config struct {
 	// OnAction, if set, is told of every failed record and the action taken
 	// (for logs and metrics).
 	OnAction func(exec.ErrorContext, exec.Action)
+	// MaxRecordBytes bounds the records the task produces (key, value and
+	// headers); a larger one is a production error. Default
+	// DefaultMaxRecordBytes, Kafka's default message.max.bytes.
+	MaxRecordBytes int
 }
+
+// DefaultMaxRecordBytes is Kafka's default message.max.bytes.
+const DefaultMaxRecordBytes = 1048588
+
+// MaxTimestamp is the largest record timestamp sluice accepts: the end of
+// the year 9999. Together with rejecting negative timestamps it keeps event
+// time sane without consulting the wall clock, so the check gives the same
+// answer on every replay (invariant 5).
+const MaxTimestamp = 253402300799999
+
+// ErrInvalidTimestamp is the cause of a deserialization error for a record
+// whose timestamp is negative or past MaxTimestamp.
+var ErrInvalidTimestamp = errors.New("processor: invalid record timestamp")
+
+// ErrRecordTooLarge is the cause of a production error for an output record
+// over Config.MaxRecordBytes.
+var ErrRecordTooLarge = errors.New("processor: record too large")
 
 // DefaultAction is the action for an error class when nobody configured one.
 func DefaultAction(c exec.ErrorClass) exec.Action {
@@ -186,6 +207,9 @@ func DefaultAction(c exec.ErrorClass) exec.Action {
 // Init.
 func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, error) {
 	appID, stateDir := cfg.AppID, cfg.StateDir
+	if cfg.MaxRecordBytes <= 0 {
+		cfg.MaxRecordBytes = DefaultMaxRecordBytes
+	}
 	t := &Task{
 		id: id, sub: sub, appID: appID, send: cfg.Send, cfg: cfg,
 		actions:    map[exec.ErrorClass]map[exec.Action]int64{},
@@ -299,6 +323,9 @@ func (t *Task) Process(r *kgo.Record) error {
 		return t.failed(exec.Deserialization, src.node, src.node, r, err)
 	}
 	ts := r.Timestamp.UnixMilli()
+	if ts < 0 || ts > MaxTimestamp {
+		return t.failed(exec.Deserialization, src.node, src.node, r, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts))
+	}
 	var hs []exec.Header
 	if len(r.Headers) > 0 {
 		hs = make([]exec.Header, len(r.Headers))
@@ -509,11 +536,10 @@ func (n *nodeInst) receive(r exec.Record) error {
 	switch n.node.Kind {
 	case exec.KindSink:
 		var k, v []byte
-		if k, v, err = n.node.Encode(r.Key, r.Value); err != nil {
-			err = blame(n.node, exec.Production, err)
-		} else {
+		if k, v, err = n.node.Encode(r.Key, r.Value); err == nil {
 			err = n.Send(n.topic, false, k, v, r.Headers, r.Timestamp)
 		}
+		err = blame(n.node, exec.Production, err)
 	default:
 		err = blame(n.node, exec.Processing, n.proc.Process(r))
 	}
@@ -536,6 +562,13 @@ func (n *nodeInst) Store(name string) *store.Staged { return n.t.stores[name] }
 func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers []exec.Header, ts int64) error {
 	if internal {
 		topic = InternalTopic(n.t.appID, topic)
+	}
+	size := len(key) + len(value)
+	for _, h := range headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	if limit := n.t.cfg.MaxRecordBytes; size > limit {
+		return fmt.Errorf("%w: %d bytes for %s, the limit is %d", ErrRecordTooLarge, size, topic, limit)
 	}
 	rec := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
 	if len(headers) > 0 {
