@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
 )
@@ -22,6 +23,17 @@ func init() {
 		Inputs: []string{"input"},
 		Build: func(p map[string]string) *topology.Topology {
 			return Billing(p["input"], p["accepted"], p["totals"], p["dlq"])
+		},
+		// Every bad bill goes to the dead-letter topic and the instance
+		// goes on: one that cannot be read, one the totals refuse (a zero
+		// amount), one whose output is too large (see --max-record-bytes).
+		// Whatever the bill did before failing is rolled back.
+		Options: func(p map[string]string) []processor.Opt {
+			return []processor.Opt{
+				processor.DeadLetterTopic(p["dlq"]),
+				processor.OnError(topology.Processing, topology.Always(topology.DeadLetterIt)),
+				processor.OnError(topology.Production, topology.Always(topology.DeadLetterIt)),
+			}
 		},
 	})
 }
@@ -118,6 +130,9 @@ func Billing(input, accepted, totals, dlq string) *topology.Topology {
 	return t
 }
 
+// ErrZeroAmount is the processing error of a bill for zero cents.
+var ErrZeroAmount = errors.New("billing: a bill for zero cents")
+
 // stamp records where each bill came from and keys it by its original key.
 type stamp struct {
 	ctx *topology.ProcessorContext[string, AcceptedBill]
@@ -182,6 +197,9 @@ func (t *total) Process(r topology.Record[string, AcceptedBill]) error {
 		return err
 	}
 	amt := r.Value.AmountCents
+	if amt == 0 {
+		return ErrZeroAmount
+	}
 	if !ok {
 		cur = Totals{MinCents: amt, MaxCents: amt}
 	}

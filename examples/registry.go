@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/topology"
 )
 
@@ -21,6 +22,9 @@ type Example struct {
 	// demo and tests).
 	Inputs []string
 	Build  func(params map[string]string) *topology.Topology
+	// Options, if set, are the processor options the example runs with
+	// (error policies, for instance).
+	Options func(params map[string]string) []processor.Opt
 }
 
 var registry = map[string]Example{}

@@ -42,6 +42,10 @@ func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
 // MaxRecordBytes bounds produced records, as processor.MaxRecordBytes does.
 func MaxRecordBytes(n int) Option { return func(d *Driver) { d.maxRecordBytes = n } }
 
+// DeadLetterTopic sets the application's dead-letter topic, as
+// processor.DeadLetterTopic does (default <application id>-dlq).
+func DeadLetterTopic(topic string) Option { return func(d *Driver) { d.deadLetter = topic } }
+
 // Driver runs a topology without Kafka. It is not safe for concurrent use.
 type Driver struct {
 	appID    string
@@ -56,6 +60,7 @@ type Driver struct {
 	errors   map[exec.ErrorClass]exec.ErrorHandler
 
 	maxRecordBytes int
+	deadLetter     string
 }
 
 // New builds t and opens one task per sub-topology.
@@ -72,6 +77,9 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	for _, o := range opts {
 		o(d)
 	}
+	if d.deadLetter == "" {
+		d.deadLetter = d.appID + "-dlq"
+	}
 	if d.dir, err = os.MkdirTemp("", "sluice-topologytest-"); err != nil {
 		return nil, err
 	}
@@ -79,7 +87,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	for _, sub := range plan.Subs {
 		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
 			AppID: d.appID, StateDir: d.dir, Send: d.send,
-			Errors: d.errors, DeadLetter: d.appID + "-dlq", MaxRecordBytes: d.maxRecordBytes,
+			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
 		})
 		if err != nil {
 			d.Close()

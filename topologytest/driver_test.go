@@ -2,6 +2,7 @@ package topologytest_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +170,49 @@ func TestAggregations(t *testing.T) {
 	}
 	if m["a"] != 5 || m["b"] != 1 {
 		t.Errorf("maxes %v", m)
+	}
+}
+
+func TestBillingDeadLettersEveryClass(t *testing.T) {
+	d, err := topologytest.New(examples.Billing("bills", "accepted", "totals", "dlq"),
+		// What `sluice run billing` sets (examples' Options), for the driver.
+		topologytest.DeadLetterTopic("dlq"), topologytest.MaxRecordBytes(1024),
+		topologytest.OnError(topology.Processing, topology.Always(topology.DeadLetterIt)),
+		topologytest.OnError(topology.Production, topology.Always(topology.DeadLetterIt)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	bills := topologytest.NewInputTopic(d, "bills", serde.Bytes, examples.BillSerde)
+	huge := strings.Repeat("x", 2000)
+	for i, b := range []examples.Bill{
+		{BillID: "zero", Account: "acme", AmountCents: 0, TS: 1}, // refused by the totals: processing
+		{BillID: huge, Account: "acme", AmountCents: 5, TS: 2},   // accepted record too large: production
+		{BillID: "ok", Account: "acme", AmountCents: 7, TS: 3},
+		{BillID: "zero", Account: "acme", AmountCents: 9, TS: 4}, // not a duplicate: "zero" was rolled back
+	} {
+		if err := bills.Pipe([]byte("acme"), b, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead, _ := topologytest.NewOutputTopic(d, "dlq", serde.Bytes, serde.Bytes).ReadRecords()
+	var classes []string
+	for _, r := range dead {
+		for _, h := range r.Headers {
+			if h.Key == "sluice.error.class" {
+				classes = append(classes, string(h.Value))
+			}
+		}
+	}
+	if strings.Join(classes, ",") != "processing,production" {
+		t.Errorf("dead-letter classes %v", classes)
+	}
+	acc, _ := topologytest.NewOutputTopic(d, "accepted", serde.String, serde.JSON[examples.AcceptedBill]()).ReadRecords()
+	if len(acc) != 2 || acc[0].Value.BillID != "ok" || acc[1].Value.BillID != "zero" {
+		t.Errorf("accepted %+v", acc)
+	}
+	tot, _ := topologytest.ToMap(topologytest.NewOutputTopic(d, "totals", serde.String, serde.JSON[examples.Totals]()))
+	if tot["acme"].Count != 2 || tot["acme"].SumCents != 16 {
+		t.Errorf("totals %+v", tot["acme"])
 	}
 }

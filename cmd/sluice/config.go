@@ -34,6 +34,7 @@ const (
 	keyStateDir        = "state.dir"
 	keyStandbyReplicas = "num.standby.replicas"
 	keyInstanceID      = "group.instance.id"
+	keyMaxRecordBytes  = "max.record.bytes"
 )
 
 // appKeys maps each key to its flag; the order is the order of --help.
@@ -45,11 +46,13 @@ var appKeys = []struct{ key, flag string }{
 	{keyStateDir, "state-dir"},
 	{keyStandbyReplicas, "standby-replicas"},
 	{keyInstanceID, "instance-id"},
+	{keyMaxRecordBytes, "max-record-bytes"},
 }
 
 const (
 	defaultBrokers        = "127.0.0.1:9092"
 	defaultCommitInterval = 100 * time.Millisecond
+	defaultMaxRecordBytes = 1048588 // Kafka's default message.max.bytes
 )
 
 func defaultStateDir() string { return filepath.Join(os.TempDir(), "sluice") }
@@ -72,6 +75,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.String("state-dir", defaultStateDir(), "state.dir: root `directory` of the local state stores")
 	f.Int("standby-replicas", 0, "num.standby.replicas: standby copies of each stateful task")
 	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
+	f.Int("max-record-bytes", defaultMaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
 }
 
 // appConfig is the effective configuration of one instance.
@@ -83,6 +87,7 @@ type appConfig struct {
 	StateDir        string
 	StandbyReplicas int
 	InstanceID      string
+	MaxRecordBytes  int
 }
 
 // loadAppConfig resolves the instance configuration of cmd: a flag that was
@@ -123,6 +128,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyStateDir, defaultStateDir())
 	v.SetDefault(keyStandbyReplicas, 0)
 	v.SetDefault(keyInstanceID, "")
+	v.SetDefault(keyMaxRecordBytes, defaultMaxRecordBytes)
 	for _, k := range appKeys {
 		if err := v.BindEnv(k.key, envName(k.key)); err != nil {
 			return appConfig{}, fmt.Errorf("%s: %w", k.key, err)
@@ -142,6 +148,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		StateDir:        r.str(keyStateDir),
 		StandbyReplicas: r.nonNegInt(keyStandbyReplicas),
 		InstanceID:      r.str(keyInstanceID),
+		MaxRecordBytes:  r.nonNegInt(keyMaxRecordBytes),
 	}
 	if s := r.str(keyGuarantee); !r.failed(keyGuarantee) {
 		g, err := txn.ParseGuarantee(s)
@@ -153,6 +160,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	r.require(keyAppID, c.AppID != "")
 	r.require(keyBrokers, len(c.Brokers) > 0)
 	r.require(keyStateDir, c.StateDir != "")
+	r.require(keyMaxRecordBytes, c.MaxRecordBytes > 0)
 	if err := errors.Join(r.errs...); err != nil {
 		return appConfig{}, err
 	}
@@ -190,6 +198,7 @@ func (c appConfig) opts() []processor.Opt {
 		processor.CommitInterval(c.CommitInterval),
 		processor.StateDir(c.StateDir),
 		processor.InstanceID(c.InstanceID),
+		processor.MaxRecordBytes(c.MaxRecordBytes),
 	}
 }
 

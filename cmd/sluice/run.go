@@ -64,7 +64,12 @@ tasks and leaves the group.`,
 				return fmt.Errorf("sluice: --log-level: %w", err)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			app, err := processor.New(e.Build(exampleParams(cmd, e)), append(cfg.opts(), processor.Logger(log))...)
+			params := exampleParams(cmd, e)
+			opts := append(cfg.opts(), processor.Logger(log))
+			if e.Options != nil {
+				opts = append(opts, e.Options(params)...)
+			}
+			app, err := processor.New(e.Build(params), opts...)
 			if err != nil {
 				return err
 			}

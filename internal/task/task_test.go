@@ -2,12 +2,14 @@ package task
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
 )
 
 // discard is a sender that drops records, counting them; benchmarks and
@@ -32,7 +34,7 @@ func (d *discard) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 
 func wordcountTask(tb testing.TB, sub int, d *discard) *Task {
 	tb.Helper()
-	built, err := examples.WordCount("lines", "counts", "dlq").Build()
+	built, err := wordCount().Build()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -155,4 +157,17 @@ func BenchmarkFusedCount(b *testing.B) {
 			}
 		}
 	}
+}
+
+// wordCount is the wordcount example's topology (the examples package
+// depends on the runtime, so it cannot be imported here).
+func wordCount() *topology.Topology {
+	t := topology.New()
+	lines := topology.From(t, "lines", serde.Bytes, serde.String, topology.DeadLetter("dlq"))
+	words := topology.FlatMapValues(lines, func(l string) []string { return strings.Fields(strings.ToLower(l)) })
+	counts := topology.Count(
+		topology.GroupBy(words, func(_ []byte, w string) string { return w }, topology.Grouped("counts", serde.String, serde.String)),
+		topology.Materialized("counts", serde.String, serde.Int64))
+	topology.To(topology.ToStream(counts), "counts", serde.String, serde.Int64Text)
+	return t
 }
