@@ -19,6 +19,8 @@ func FuzzStagedMatchesModel(f *testing.F) {
 	f.Add([]byte{1, 0, 1, 'a', 0, 1, 'b', 3, 0, 1, 'c', 4, 2, 1, 5})
 	f.Add([]byte{0, 0, 2, 'x', 3, 0, 2, 'y', 2, 2, 3, 4, 0, 3, 0, 5, 4})
 	f.Add([]byte("\x00\x00\x01\x00\x01\x01\x02\x02\x03\x00\x04\x04\x05\x00\x06\x07\x04"))
+	f.Add([]byte{0, 0, 1, 'a', 6, 2, 1, 1, 1, 0, 4, 6, 1, 2, 1, 1, 1, 4})
+	f.Add([]byte{1, 0, 1, 'a', 6, 2, 4, 1, 1, 1, 0, 4, 6, 1, 3, 2, 3, 1, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return
@@ -73,7 +75,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		}
 
 		for steps := 0; len(data) > 0 && steps < 500; steps++ {
-			switch op := next() % 6; op {
+			switch op := next() % 7; op {
 			case 0, 1: // put; more likely than the rest
 				k := keyOf(next())
 				n := int(next() % 4)
@@ -138,6 +140,33 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				clear(stage)
 				clear(sinceFlush)
 				txn = nil
+			case 6: // a unit of writes, then rollback or release
+				stageBefore, flushBefore, txnBefore := maps.Clone(stage), maps.Clone(sinceFlush), len(txn)
+				s.Mark()
+				for range 1 + next()%3 {
+					k := keyOf(next())
+					if next()%3 == 0 {
+						_ = s.Delete([]byte(k))
+						stage[k] = nil
+						if cache {
+							sinceFlush[k] = nil
+						}
+					} else {
+						v := string(rune('a' + next()%26))
+						_ = s.Put([]byte(k), []byte(v))
+						stage[k] = &v
+						if cache {
+							sinceFlush[k] = &v
+						}
+					}
+				}
+				if next()%2 == 0 {
+					s.Rollback()
+					// The task drops the changelog records the unit emitted.
+					stage, sinceFlush, txn = stageBefore, flushBefore, txn[:txnBefore]
+				} else {
+					s.Release()
+				}
 			}
 
 			// Read-your-writes through the stage, committed state in the engine.
