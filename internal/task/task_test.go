@@ -125,7 +125,7 @@ func TestDecodeErrorGoesToDeadLetter(t *testing.T) {
 func BenchmarkFusedStateless(b *testing.B) {
 	d := &discard{}
 	tk := wordcountTask(b, 0, d)
-	r := &kgo.Record{Topic: "lines", Value: []byte("the quick brown fox jumps over the lazy dog")}
+	r := &kgo.Record{Topic: "lines", Value: []byte("the quick brown fox jumps over the lazy dog"), Timestamp: time.UnixMilli(1)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := tk.Process(r); err != nil {
@@ -142,7 +142,7 @@ func BenchmarkFusedCount(b *testing.B) {
 	recs := make([]*kgo.Record, 1000)
 	for i := range recs {
 		w := []byte(fmt.Sprintf("w%d", i%300))
-		recs[i] = &kgo.Record{Topic: "bench-counts-repartition", Key: w, Value: w}
+		recs[i] = &kgo.Record{Topic: "bench-counts-repartition", Key: w, Value: w, Timestamp: time.UnixMilli(int64(i))}
 	}
 	b.ReportAllocs()
 	i := 0
