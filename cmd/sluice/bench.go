@@ -26,6 +26,7 @@ func newBenchCmd() *cobra.Command {
 		asJSON     bool
 		only       string
 		cpuprofile string
+		memprofile string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -51,6 +52,15 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 					return err
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if memprofile != "" {
+				defer func() {
+					if f, err := os.Create(memprofile); err == nil {
+						runtime.GC()
+						_ = pprof.Lookup("allocs").WriteTo(f, 0)
+						f.Close()
+					}
+				}()
 			}
 			w := cmd.OutOrStdout()
 			if !asJSON {
@@ -81,6 +91,7 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&only, "only", "", "comma-separated scenarios to run (the pipe always runs)")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
+	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run")
 	return cmd
 }
 

@@ -45,7 +45,7 @@ type Result struct {
 }
 
 // Scenarios lists the scenario names in run order.
-var Scenarios = []string{"pipe", "stateless", "count", "wordcount", "billing"}
+var Scenarios = []string{"pipe", "stateless", "count", "wordcount", "billing", "restore"}
 
 type scenario struct {
 	name string
@@ -57,6 +57,8 @@ type scenario struct {
 	// run processes the preloaded input under g; committed reports how
 	// many records it processed in committed transactions.
 	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (stop func() error, committed func() int64, err error)
+	// prepare, if set, runs before the timed run (in dir).
+	prepare func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
 }
 
 // Run runs the chosen scenarios under exactly_once and at_least_once.
@@ -119,6 +121,11 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
+	if sc.prepare != nil {
+		if err := sc.prepare(ctx, addrs, g, cfg.CommitInterval, dir, target); err != nil {
+			return Result{}, fmt.Errorf("prepare: %w", err)
+		}
+	}
 	start := time.Now()
 	stop, committed, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir)
 	if err != nil {
@@ -230,6 +237,8 @@ func scenarioList() []scenario {
 		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic", run: runTopology(func() *topology.Topology {
 			return examples.WordCount("in", "out", "dlq")
 		})},
+		{name: "restore", input: unique, note: "a fresh instance restoring a count store of one changelog record per input record into Pebble",
+			prepare: prepareRestore, run: runRestore},
 		{name: "billing", input: bills, note: "JSON bills, half re-keyed through a repartition topic, 2 stores", run: runTopology(func() *topology.Topology {
 			return examples.Billing("in", "out", "out2", "dlq")
 		})},
@@ -332,4 +341,55 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 		done <- nil
 	}()
 	return func() error { cancel(); return <-done }, committed.Load, nil
+}
+
+// unique makes n records with distinct keys, so that a count over them
+// leaves n changelog records.
+func unique(n int, _ *rand.Rand) ([]*kgo.Record, int64) {
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "in", Key: []byte(fmt.Sprintf("%010d", i)), Value: []byte("v")}
+	}
+	return recs, int64(n)
+}
+
+const restoreApp = "bench-restore"
+
+func countTopology() *topology.Topology {
+	t := topology.New()
+	s := topology.From(t, "in", serde.String, serde.Bytes)
+	topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
+	return t
+}
+
+// prepareRestore counts the input, leaving one changelog record per key.
+func prepareRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error {
+	app, err := processor.New(countTopology(), processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
+		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/first"))
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(rctx) }()
+	_, werr := waitCommitted(ctx, app.Stats().Processed.Load, target)
+	cancel()
+	if err := <-done; werr == nil {
+		werr = err
+	}
+	return werr
+}
+
+// runRestore starts an instance of the same application with empty state:
+// it restores every changelog record.
+func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (func() error, func() int64, error) {
+	app, err := processor.New(countTopology(), processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
+		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/second"))
+	if err != nil {
+		return nil, nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(rctx) }()
+	return func() error { cancel(); return <-done }, app.Stats().Restored.Load, nil
 }
