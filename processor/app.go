@@ -34,9 +34,10 @@ var ErrDataLoss = errors.New("processor: input records lost")
 // App runs a topology as one instance of an application. Instances with the
 // same application.id share the work.
 type App struct {
-	cfg  config
-	plan *exec.Plan
-	log  *slog.Logger
+	cfg   config
+	built *topology.Built
+	plan  *exec.Plan
+	log   *slog.Logger
 
 	// resolved at Run
 	subOf      map[string]int // runtime source topic → sub-topology
@@ -45,7 +46,8 @@ type App struct {
 	txnID      string
 	dir        string
 
-	stats Stats
+	stats  Stats
+	status status
 }
 
 // Stats are cumulative counters of an instance, for progress reports and
@@ -100,8 +102,11 @@ func New(t *topology.Topology, opts ...Opt) (*App, error) {
 	if err := errors.Join(err, cfg.validate()); err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, plan: built.Plan(), log: cfg.logger}, nil
+	return &App{cfg: cfg, built: built, plan: built.Plan(), log: cfg.logger}, nil
 }
+
+// Topology is the built topology the app runs.
+func (a *App) Topology() *topology.Built { return a.built }
 
 // Stats returns the instance's counters.
 func (a *App) Stats() *Stats { return &a.stats }
@@ -382,6 +387,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		}
 	}
 	defer func() {
+		a.status.setJoined(false)
 		in.closeTasks(in.allTasks())
 		in.sess.Close()
 		a.stats.Tasks.Store(0)
@@ -446,6 +452,9 @@ func (in *instance) loop(ctx context.Context) error {
 		if err != nil {
 			in.end(false)
 			return err
+		}
+		if _, gen := in.sess.Client().GroupMetadata(); gen >= 0 {
+			in.a.status.setJoined(true)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -548,6 +557,7 @@ func (in *instance) end(commit bool) (bool, error) {
 			}
 		}
 		in.a.stats.Commits.Add(1)
+		in.a.status.processed(in.tasks)
 		in.a.stats.Processed.Add(in.uncommitted)
 	} else {
 		for _, t := range in.tasks {
@@ -629,11 +639,13 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		return fatalError{err}
 	}
 	start := time.Now()
+	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})
 	var total int64
 	for _, name := range t.Stores() {
 		n, err := restore(ctx, in.adm, in.a.cfg.brokers, task.ChangelogTopic(in.a.cfg.appID, name), id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout)
 		if err != nil {
 			t.Close()
+			in.a.status.remove(id)
 			return fmt.Errorf("processor: task %s: %w", id, err)
 		}
 		total += n
@@ -649,6 +661,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		return fatalError{err}
 	}
 	in.tasks[id] = t
+	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRunning, Stores: t.Stores(), Restored: total, Since: time.Now()})
 	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -667,6 +680,7 @@ func (in *instance) closeTasks(ts []*task.Task) {
 			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
 		}
 		delete(in.tasks, t.ID())
+		in.a.status.remove(t.ID())
 		in.a.log.Info("task closed", "task", t.ID().String())
 	}
 }

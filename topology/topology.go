@@ -262,3 +262,57 @@ func (b *Built) Describe() string {
 	}
 	return sb.String()
 }
+
+// Description is the topology as data, for JSON (the `/topology` endpoint).
+type Description struct {
+	SubTopologies []SubTopologyDescription `json:"sub_topologies"`
+	Stores        []StoreDescription       `json:"stores"`
+}
+
+// SubTopologyDescription is one sub-topology. Internal topics are named
+// without the application id, which the runtime prefixes.
+type SubTopologyDescription struct {
+	ID     int               `json:"id"`
+	Nodes  []NodeDescription `json:"nodes"`
+	Stores []string          `json:"stores,omitempty"`
+}
+
+// NodeDescription is one node.
+type NodeDescription struct {
+	Name     string   `json:"name"`
+	Kind     string   `json:"kind"` // source, processor, sink
+	Topics   []string `json:"topics,omitempty"`
+	Internal bool     `json:"internal,omitempty"`
+	Stores   []string `json:"stores,omitempty"`
+	Children []string `json:"children,omitempty"`
+}
+
+// StoreDescription is one store.
+type StoreDescription struct {
+	Name        string `json:"name"`
+	InMemory    bool   `json:"in_memory"`
+	Cache       bool   `json:"cache"`
+	SubTopology int    `json:"sub_topology"`
+}
+
+// Description returns the topology as data.
+func (b *Built) Description() Description {
+	var d Description
+	kinds := map[exec.Kind]string{exec.KindSource: "source", exec.KindProcessor: "processor", exec.KindSink: "sink"}
+	for _, sub := range b.plan.Subs {
+		sd := SubTopologyDescription{ID: sub.ID, Stores: sub.Stores}
+		for _, n := range sub.Nodes {
+			nd := NodeDescription{Name: n.Name, Kind: kinds[n.Kind], Topics: n.Topics, Internal: n.Internal, Stores: n.Stores}
+			for _, c := range n.Children {
+				nd.Children = append(nd.Children, c.Name)
+			}
+			sd.Nodes = append(sd.Nodes, nd)
+		}
+		d.SubTopologies = append(d.SubTopologies, sd)
+	}
+	for name, st := range b.plan.Stores {
+		d.Stores = append(d.Stores, StoreDescription{Name: name, InMemory: st.InMemory, Cache: st.Cache, SubTopology: b.plan.StoreSub[name]})
+	}
+	sort.Slice(d.Stores, func(i, j int) bool { return d.Stores[i].Name < d.Stores[j].Name })
+	return d
+}

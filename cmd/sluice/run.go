@@ -88,7 +88,7 @@ tasks and leaves the group.`,
 		},
 	}
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics and /healthz on this address (a port alone binds 127.0.0.1); off when empty")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /tasks and /topology on this address (a port alone binds 127.0.0.1); off when empty")
 	addAppFlags(cmd)
 	addExampleFlags(cmd)
 	return cmd
