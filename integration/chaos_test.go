@@ -366,6 +366,9 @@ func (h *harness) start(inst *instance) {
 		"--state-dir", inst.dir,
 		"--commit-interval", "1s",
 		"--guarantee", h.guarantee,
+		// Small enough that the generator's oversized bills are
+		// production errors, and far above every good bill's output.
+		"--max-record-bytes", strconv.Itoa(BillingMaxRecordBytes),
 	}
 	if !h.dynamic {
 		args = append(args, "--instance-id", inst.id)

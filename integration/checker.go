@@ -42,6 +42,33 @@ func (t Topics) WithPrefix(prefix string) Topics {
 
 func (t Topics) outputs() []string { return []string{t.Accepted, t.Totals, t.DLQ} }
 
+// RepartitionTopic is the internal topic through which the billing
+// application with the given application id re-keys bills by account.
+func RepartitionTopic(appID string) string { return appID + "-bills-by-account-repartition" }
+
+// BillingMaxRecordBytes is the --max-record-bytes the billing instances run
+// with: small, so that a bill can be too large to produce without being too
+// large to be written as input.
+const BillingMaxRecordBytes = 1024
+
+// OversizedBillID is the bill_id length above which the oracle expects a
+// valid bill to fail with a production error. The first output of a bill
+// (its repartition record or its accepted record) carries the bill_id plus
+// at least 90 bytes of key and other fields, so a bill_id over 1,000 bytes
+// never fits into BillingMaxRecordBytes. Below that there is a band where
+// the verdict depends on things one input record cannot tell (how large the
+// account's running totals have grown, how the id escapes in JSON); the
+// generator stays far from it, with ids of at most 12 bytes or of 1,400
+// and more.
+const OversizedBillID = 1000
+
+// The error classes of sluice.error.class.
+const (
+	ClassDeserialization = "deserialization"
+	ClassProcessing      = "processing"
+	ClassProduction      = "production"
+)
+
 // The headers a dead-letter record carries.
 const (
 	HeaderSourceTopic     = "sluice.source.topic"
@@ -131,13 +158,22 @@ func ParseBill(value []byte) (Bill, error) {
 // Report is what CheckBilling found. It is clean when Violations is empty.
 type Report struct {
 	InputRecords int // records in the input log
-	UniqueValid  int // distinct bill_ids among valid input records
-	Duplicates   int // valid input records repeating an earlier bill_id
-	Malformed    int // input records that belong in the DLQ
+	UniqueValid  int // distinct bill_ids among good bills
+	Duplicates   int // good bills repeating an earlier bill_id
+	// The bad input records, each due one dead letter of its class.
+	Malformed  int // not a bill: deserialization
+	ZeroAmount int // a valid bill for zero cents: processing
+	Oversized  int // a valid bill with a bill_id over OversizedBillID: production
+	ResentBad  int // bad records identical to an earlier one, counted above too
 
 	Accepted      int // committed bills-accepted records
 	TotalsUpdates int // committed account-totals records
 	DLQ           int // committed bills-dlq records
+	// DLQByClass counts the dead letters by their sluice.error.class.
+	DLQByClass map[string]int
+	// DLQViaRepartition counts the dead letters of records read from the
+	// repartition topic rather than from the input.
+	DLQViaRepartition int
 
 	// Violations are prefixed by what they concern: "input:", "read:",
 	// "accepted:", "totals:", "dlq:", "txn:" or "offsets:".
@@ -158,10 +194,19 @@ func (r Report) String() string {
 	} else {
 		fmt.Fprintf(&sb, "billing check FAILED with %d violations", len(r.Violations))
 	}
-	fmt.Fprintf(&sb, "\n  input:   %d records: %d unique valid bills, %d duplicates, %d malformed",
-		r.InputRecords, r.UniqueValid, r.Duplicates, r.Malformed)
-	fmt.Fprintf(&sb, "\n  outputs: %d accepted, %d totals updates, %d dead letters",
+	fmt.Fprintf(&sb, "\n  input:   %d records: %d unique valid bills, %d duplicates; bad: %d malformed, %d zero-amount, %d oversized (%d of them re-sent)",
+		r.InputRecords, r.UniqueValid, r.Duplicates, r.Malformed, r.ZeroAmount, r.Oversized, r.ResentBad)
+	fmt.Fprintf(&sb, "\n  outputs: %d accepted, %d totals updates, %d dead letters:",
 		r.Accepted, r.TotalsUpdates, r.DLQ)
+	for i, c := range sortedKeys(r.DLQByClass) {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, " %d %s", r.DLQByClass[c], c)
+		if c == ClassProcessing {
+			fmt.Fprintf(&sb, " (%d via the repartition topic)", r.DLQViaRepartition)
+		}
+	}
 	for i, v := range r.Violations {
 		if i == reportLimit {
 			fmt.Fprintf(&sb, "\n  ... and %d more", len(r.Violations)-reportLimit)
@@ -184,10 +229,66 @@ type coord struct {
 
 func (c coord) String() string { return fmt.Sprintf("%d@%d", c.p, c.o) }
 
+// verdict is what the oracle expects of one input record.
+type verdict int
+
+const (
+	good       verdict = iota // accepted once per bill_id
+	malformed                 // a deserialization dead letter
+	zeroAmount                // a processing dead letter
+	oversized                 // a production dead letter
+)
+
+func (v verdict) class() string {
+	switch v {
+	case malformed:
+		return ClassDeserialization
+	case zeroAmount:
+		return ClassProcessing
+	case oversized:
+		return ClassProduction
+	}
+	return ""
+}
+
+func (v verdict) String() string {
+	switch v {
+	case malformed:
+		return "malformed"
+	case zeroAmount:
+		return "a bill for zero cents"
+	case oversized:
+		return "an oversized bill"
+	}
+	return "a good bill"
+}
+
 type inputEntry struct {
-	rec   InputRecord
-	bill  Bill
-	valid bool
+	rec     InputRecord
+	bill    Bill
+	valid   bool // parsed as a bill
+	verdict verdict
+}
+
+// judge is the oracle's rule for a record that parsed. The order matters
+// only for a bill that is both: an oversized bill fails at the first sink
+// that would carry it, before the totals could refuse its amount.
+func judge(b Bill) verdict {
+	switch {
+	case len(b.BillID) > OversizedBillID:
+		return oversized
+	case b.AmountCents == 0:
+		return zeroAmount
+	}
+	return good
+}
+
+// repartDead is a dead letter whose headers name the repartition topic: its
+// bytes must be those of the committed record there.
+type repartDead struct {
+	at         coord // in the DLQ
+	src        coord // in the repartition topic
+	key, value []byte
 }
 
 type acceptedEntry struct {
@@ -211,7 +312,8 @@ func CheckBilling(ctx context.Context, addrs []string, input []InputRecord, grou
 	return CheckBillingTopics(ctx, addrs, DefaultTopics(), input, group)
 }
 
-// CheckBillingTopics is CheckBilling for topics with other names.
+// CheckBillingTopics is CheckBilling for topics with other names. group is
+// the application id, which also names the repartition topic.
 //
 // An error means the check could not be carried out; what the application
 // got wrong is in the Report.
@@ -225,11 +327,15 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 		defer cancel()
 	}
 
-	var rep Report
-	inputs, bills, err := classify(topics, input, &rep)
+	rep := Report{DLQByClass: make(map[string]int)}
+	inputs, bills, badIDs, err := classify(topics, input, &rep)
 	if err != nil {
 		return rep, err
 	}
+	repart := RepartitionTopic(group)
+	// The repartition topic is listed for its open transactions; it is
+	// read only where a dead letter points into it.
+	written := append(topics.outputs(), repart)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
@@ -241,26 +347,27 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 	// The high watermarks are listed before the stable offsets: a stable
 	// offset behind a watermark listed earlier can then only mean a
 	// transaction that is still open.
-	hwm, err := listOffsets(ctx, adm.ListEndOffsets, topics.outputs())
+	hwm, err := listOffsets(ctx, adm.ListEndOffsets, written)
 	if err != nil {
 		return rep, err
 	}
-	lso, err := listOffsets(ctx, adm.ListCommittedOffsets, topics.outputs())
+	lso, err := listOffsets(ctx, adm.ListCommittedOffsets, written)
 	if err != nil {
 		return rep, err
 	}
-	starts, err := listOffsets(ctx, adm.ListStartOffsets, topics.outputs())
+	starts, err := listOffsets(ctx, adm.ListStartOffsets, written)
 	if err != nil {
 		return rep, err
 	}
 	// A topic nothing was due in may legitimately never have been created.
-	due := map[string]bool{topics.Accepted: rep.UniqueValid > 0, topics.Totals: rep.UniqueValid > 0, topics.DLQ: rep.Malformed > 0}
+	bad := rep.Malformed + rep.ZeroAmount + rep.Oversized
+	due := map[string]bool{topics.Accepted: rep.UniqueValid > 0, topics.Totals: rep.UniqueValid > 0, topics.DLQ: bad > 0}
 	for _, t := range topics.outputs() {
 		if _, ok := hwm[t]; !ok && due[t] {
 			rep.violate("read: topic %s does not exist", t)
 		}
 	}
-	for _, t := range topics.outputs() {
+	for _, t := range written {
 		for _, p := range sortedKeys(hwm[t]) {
 			if l, h := lso[t][p], hwm[t][p]; l != h {
 				rep.violate("txn: %s/%d: last stable offset %d is behind the high watermark %d: a transaction is still open", t, p, l, h)
@@ -273,13 +380,14 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 		byBill   = make(map[string][]coord)         // bill_id -> accepted input coords
 		totals   = make(map[string][]totalsEntry)   // by account
 		dead     = make(map[coord][]coord)          // input coord -> dlq coords
+		viaRep   []repartDead
 	)
 	onRecord := func(r *kgo.Record) {
 		at := coord{r.Partition, r.Offset}
 		switch r.Topic {
 		case topics.Accepted:
 			rep.Accepted++
-			checkAccepted(&rep, topics, r, at, inputs, bills, accepted, byBill)
+			checkAccepted(&rep, topics, r, at, inputs, bills, badIDs, accepted, byBill)
 		case topics.Totals:
 			rep.TotalsUpdates++
 			e := totalsEntry{at: at}
@@ -290,18 +398,21 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 			if len(r.Key) == 0 {
 				rep.violate("totals: %s/%s: record has no key", topics.Totals, at)
 			}
+			if v, ok := badIDs[e.val.LastBillID]; ok && !e.bad {
+				rep.violate("totals: %s/%s: update for bill %s, %s, which belongs in the dead-letter topic", topics.Totals, at, clipString(e.val.LastBillID), v)
+			}
 			totals[string(r.Key)] = append(totals[string(r.Key)], e)
 		case topics.DLQ:
 			rep.DLQ++
-			if src, ok := checkDead(&rep, topics, r, at, inputs); ok {
+			if src, ok := checkDead(&rep, topics, repart, r, at, inputs, &viaRep); ok {
 				dead[src] = append(dead[src], at)
 			}
 		}
 	}
 
 	spans := make(map[string]map[int32][2]int64)
-	for t, ps := range lso {
-		for p, end := range ps {
+	for _, t := range topics.outputs() {
+		for p, end := range lso[t] {
 			if start := starts[t][p]; start < end {
 				if spans[t] == nil {
 					spans[t] = make(map[int32][2]int64)
@@ -315,6 +426,9 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 		return rep, err
 	}
 	rep.Violations = append(rep.Violations, unread...)
+	if err := checkRepartitioned(ctx, &rep, addrs, topics, repart, viaRep, starts[repart], lso[repart]); err != nil {
+		return rep, err
+	}
 
 	checkAcceptedComplete(&rep, bills, byBill)
 	checkTotals(&rep, topics, accepted, totals)
@@ -325,39 +439,71 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 	return rep, nil
 }
 
-// classify is the oracle: what the input log says the outputs must be.
-func classify(topics Topics, input []InputRecord, rep *Report) (map[coord]*inputEntry, map[string]*inputEntry, error) {
+// classify is the oracle: what the input log says the outputs must be. It
+// returns the input by coordinates, the good bills by bill_id (their first
+// occurrence) and the verdicts of the bad bills' ids.
+func classify(topics Topics, input []InputRecord, rep *Report) (map[coord]*inputEntry, map[string]*inputEntry, map[string]verdict, error) {
 	inputs := make(map[coord]*inputEntry, len(input))
 	bills := make(map[string]*inputEntry) // bill_id -> first occurrence
+	badIDs := make(map[string]verdict)
+	badSeen := make(map[[2]string]bool) // key, value of bad records
 	for _, rec := range input {
 		if rec.Topic != "" && rec.Topic != topics.Input {
-			return nil, nil, fmt.Errorf("input record %d@%d is from topic %s, not %s", rec.Partition, rec.Offset, rec.Topic, topics.Input)
+			return nil, nil, nil, fmt.Errorf("input record %d@%d is from topic %s, not %s", rec.Partition, rec.Offset, rec.Topic, topics.Input)
 		}
 		c := coord{rec.Partition, rec.Offset}
 		if _, ok := inputs[c]; ok {
-			return nil, nil, fmt.Errorf("input log lists %s twice", c)
+			return nil, nil, nil, fmt.Errorf("input log lists %s twice", c)
 		}
 		e := &inputEntry{rec: rec}
 		inputs[c] = e
 		rep.InputRecords++
-		b, err := ParseBill(rec.Value)
-		if err != nil {
+		if b, err := ParseBill(rec.Value); err != nil {
+			e.verdict = malformed
+		} else {
+			e.bill, e.valid, e.verdict = b, true, judge(b)
+		}
+		switch e.verdict {
+		case malformed:
 			rep.Malformed++
+		case zeroAmount:
+			rep.ZeroAmount++
+		case oversized:
+			rep.Oversized++
+		}
+		if e.verdict != good {
+			// A nil key and an empty one are different records.
+			k := [2]string{fmt.Sprintf("%t%s", rec.Key == nil, rec.Key), string(rec.Value)}
+			if badSeen[k] {
+				rep.ResentBad++
+			}
+			badSeen[k] = true
+			if e.valid {
+				badIDs[e.bill.BillID] = e.verdict
+			}
 			continue
 		}
-		e.bill, e.valid = b, true
-		if _, ok := bills[b.BillID]; ok {
+		if _, ok := bills[e.bill.BillID]; ok {
 			rep.Duplicates++
 			continue
 		}
-		bills[b.BillID] = e
+		bills[e.bill.BillID] = e
 		rep.UniqueValid++
 	}
-	return inputs, bills, nil
+	// A bad bill rolls back its deduplication entry, so the outcome of a
+	// good and a bad bill sharing an id depends on which is processed
+	// first: across input partitions, nothing in the log decides that.
+	for _, id := range sortedKeys(badIDs) {
+		if e, ok := bills[id]; ok {
+			return nil, nil, nil, fmt.Errorf("input log: bill_id %s is both a good bill (input %s) and %s: the oracle cannot decide which wins",
+				clipString(id), coord{e.rec.Partition, e.rec.Offset}, badIDs[id])
+		}
+	}
+	return inputs, bills, badIDs, nil
 }
 
 func checkAccepted(rep *Report, topics Topics, r *kgo.Record, at coord, inputs map[coord]*inputEntry, bills map[string]*inputEntry,
-	accepted map[string][]acceptedEntry, byBill map[string][]coord,
+	badIDs map[string]verdict, accepted map[string][]acceptedEntry, byBill map[string][]coord,
 ) {
 	where := topics.Accepted + "/" + at.String()
 	var a Accepted
@@ -372,18 +518,27 @@ func checkAccepted(rep *Report, topics Topics, r *kgo.Record, at coord, inputs m
 		rep.violate("accepted: %s: bill %s names input topic %q, want %q", where, a.BillID, a.Topic, topics.Input)
 	}
 	src := coord{a.Partition, a.Offset}
+	id := clipString(a.BillID)
+	reported := false // that the bill is bad
 	switch in, ok := inputs[src]; {
 	case !ok:
-		rep.violate("accepted: %s: bill %s names input %s, which is not in the input log", where, a.BillID, src)
+		rep.violate("accepted: %s: bill %s names input %s, which is not in the input log", where, id, src)
 	case !in.valid:
-		rep.violate("accepted: %s: bill %s names input %s, which is malformed (%q)", where, a.BillID, src, clip(in.rec.Value))
+		rep.violate("accepted: %s: bill %s names input %s, which is malformed (%q)", where, id, src, clip(in.rec.Value))
 	case in.bill != a.Bill:
 		rep.violate("accepted: %s: bill %+v differs from input %s, which carries %+v", where, a.Bill, src, in.bill)
+	case in.verdict != good:
+		rep.violate("accepted: %s: bill %s names input %s, %s, which belongs in the dead-letter topic", where, id, src, in.verdict)
+		reported = true
 	}
-	if _, ok := bills[a.BillID]; !ok {
-		rep.violate("accepted: %s: bill %s is not a valid bill of the input", where, a.BillID)
-	} else {
+	if _, ok := bills[a.BillID]; ok {
 		byBill[a.BillID] = append(byBill[a.BillID], src)
+	} else if v, isBad := badIDs[a.BillID]; isBad {
+		if !reported {
+			rep.violate("accepted: %s: bill %s is %s, which belongs in the dead-letter topic", where, id, v)
+		}
+	} else {
+		rep.violate("accepted: %s: bill %s is not a valid bill of the input", where, id)
 	}
 	accepted[a.Account] = append(accepted[a.Account], acceptedEntry{at: at, val: a})
 }
@@ -448,7 +603,12 @@ func checkTotals(rep *Report, topics Topics, accepted map[string][]acceptedEntry
 	}
 }
 
-func checkDead(rep *Report, topics Topics, r *kgo.Record, at coord, inputs map[coord]*inputEntry) (coord, bool) {
+// checkDead checks one dead letter and returns the input record it stands
+// for. A record that failed in the first sub-topology is dead-lettered as
+// read from the input; one that failed after the repartition topic is
+// dead-lettered as read from there, and names its input only through the
+// coordinates the billing job stamped into the value.
+func checkDead(rep *Report, topics Topics, repart string, r *kgo.Record, at coord, inputs map[coord]*inputEntry, viaRep *[]repartDead) (coord, bool) {
 	where := topics.DLQ + "/" + at.String()
 	hs := make(map[string]string, len(r.Headers))
 	for _, h := range r.Headers {
@@ -456,10 +616,9 @@ func checkDead(rep *Report, topics Topics, r *kgo.Record, at coord, inputs map[c
 			hs[h.Key] = string(h.Value)
 		}
 	}
-	if got := hs[HeaderSourceTopic]; got != topics.Input {
-		rep.violate("dlq: %s: header %s is %q, want %q", where, HeaderSourceTopic, got, topics.Input)
-	}
-	if hs[HeaderErrorClass] == "" {
+	class := hs[HeaderErrorClass]
+	rep.DLQByClass[cmp.Or(class, "(no class)")]++
+	if class == "" {
 		rep.violate("dlq: %s: header %s is missing or empty", where, HeaderErrorClass)
 	}
 	if _, ok := hs[HeaderErrorMessage]; !ok {
@@ -472,28 +631,116 @@ func checkDead(rep *Report, topics Topics, r *kgo.Record, at coord, inputs map[c
 			where, HeaderSourcePartition, hs[HeaderSourcePartition], HeaderSourceOffset, hs[HeaderSourceOffset])
 		return coord{}, false
 	}
-	src := coord{int32(p), o}
-	in, ok := inputs[src]
-	switch {
-	case !ok:
-		rep.violate("dlq: %s: names input %s, which is not in the input log", where, src)
+	hdr := coord{int32(p), o}
+
+	var (
+		src coord
+		in  *inputEntry
+		ok  bool
+	)
+	switch topic := hs[HeaderSourceTopic]; topic {
+	case topics.Input:
+		src = hdr
+		if in, ok = inputs[src]; !ok {
+			rep.violate("dlq: %s: names input %s, which is not in the input log", where, src)
+			return coord{}, false
+		}
+		if !bytes.Equal(r.Key, in.rec.Key) {
+			rep.violate("dlq: %s: key %q differs from the key %q of input %s", where, clip(r.Key), clip(in.rec.Key), src)
+		}
+		if !bytes.Equal(r.Value, in.rec.Value) {
+			rep.violate("dlq: %s: value %q differs from the value %q of input %s", where, clip(r.Value), clip(in.rec.Value), src)
+		}
+	case repart:
+		rep.DLQViaRepartition++
+		*viaRep = append(*viaRep, repartDead{at: at, src: hdr, key: r.Key, value: r.Value})
+		var a Accepted
+		if err := json.Unmarshal(r.Value, &a); err != nil {
+			rep.violate("dlq: %s: from %s/%s, but the value %q is not a bill with its input coordinates: %v", where, repart, hdr, clip(r.Value), err)
+			return coord{}, false
+		}
+		if a.Topic != topics.Input {
+			rep.violate("dlq: %s: from %s/%s, bill %s names input topic %q, want %q", where, repart, hdr, clipString(a.BillID), a.Topic, topics.Input)
+		}
+		src = coord{a.Partition, a.Offset}
+		if in, ok = inputs[src]; !ok {
+			rep.violate("dlq: %s: from %s/%s, names input %s, which is not in the input log", where, repart, hdr, src)
+			return coord{}, false
+		}
+		switch {
+		case !in.valid:
+			rep.violate("dlq: %s: from %s/%s, names input %s, which is malformed and cannot have been repartitioned", where, repart, hdr, src)
+		case a.Bill != in.bill:
+			rep.violate("dlq: %s: from %s/%s, bill %+v differs from input %s, which carries %+v", where, repart, hdr, a.Bill, src, in.bill)
+		}
+		if string(r.Key) != a.Account {
+			rep.violate("dlq: %s: from %s/%s, key %q is not the account %q", where, repart, hdr, clip(r.Key), a.Account)
+		}
+	default:
+		rep.violate("dlq: %s: header %s is %q, want %q or %q", where, HeaderSourceTopic, topic, topics.Input, repart)
 		return coord{}, false
-	case in.valid:
-		rep.violate("dlq: %s: input %s is the valid bill %s", where, src, in.bill.BillID)
 	}
-	if !bytes.Equal(r.Key, in.rec.Key) {
-		rep.violate("dlq: %s: key %q differs from the key %q of input %s", where, clip(r.Key), clip(in.rec.Key), src)
-	}
-	if !bytes.Equal(r.Value, in.rec.Value) {
-		rep.violate("dlq: %s: value %q differs from the value %q of input %s", where, clip(r.Value), clip(in.rec.Value), src)
+
+	switch {
+	case in.verdict == good:
+		rep.violate("dlq: %s: input %s is the valid bill %s", where, src, clipString(in.bill.BillID))
+	case class != in.verdict.class():
+		rep.violate("dlq: %s: class %q, want %q: input %s is %s", where, class, in.verdict.class(), src, in.verdict)
 	}
 	return src, true
+}
+
+// checkRepartitioned requires every dead letter that names a record of the
+// repartition topic to carry exactly that committed record's bytes: one
+// derived from an aborted or invented record would otherwise pass, since its
+// value names a genuine input.
+func checkRepartitioned(ctx context.Context, rep *Report, addrs []string, topics Topics, repart string, dead []repartDead, starts, lso map[int32]int64) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	type kv struct{ key, value []byte }
+	want := make(map[coord]*kv)
+	spans := make(map[int32][2]int64)
+	for _, d := range dead {
+		want[d.src] = nil
+		start, sok := starts[d.src.p]
+		end, eok := lso[d.src.p]
+		if !sok || !eok || d.src.o < start || d.src.o >= end {
+			continue // reported below as not found
+		}
+		se, ok := spans[d.src.p]
+		if !ok {
+			se = [2]int64{d.src.o, d.src.o + 1}
+		}
+		spans[d.src.p] = [2]int64{min(se[0], d.src.o), max(se[1], d.src.o+1)}
+	}
+	unread, err := readCommitted(ctx, addrs, map[string]map[int32][2]int64{repart: spans}, func(r *kgo.Record) {
+		c := coord{r.Partition, r.Offset}
+		if _, ok := want[c]; ok {
+			want[c] = &kv{r.Key, r.Value}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	rep.Violations = append(rep.Violations, unread...)
+	for _, d := range dead {
+		where := topics.DLQ + "/" + d.at.String()
+		switch got := want[d.src]; {
+		case got == nil:
+			rep.violate("dlq: %s: names %s/%s, which is not a committed record", where, repart, d.src)
+		case !bytes.Equal(got.key, d.key) || !bytes.Equal(got.value, d.value):
+			rep.violate("dlq: %s: key %q value %q differ from the repartition record %s/%s: key %q value %q",
+				where, clip(d.key), clip(d.value), repart, d.src, clip(got.key), clip(got.value))
+		}
+	}
+	return nil
 }
 
 func checkDeadComplete(rep *Report, topics Topics, inputs map[coord]*inputEntry, dead map[coord][]coord) {
 	cs := make([]coord, 0, len(inputs))
 	for c, in := range inputs {
-		if !in.valid {
+		if in.verdict != good {
 			cs = append(cs, c)
 		}
 	}
@@ -501,9 +748,9 @@ func checkDeadComplete(rep *Report, topics Topics, inputs map[coord]*inputEntry,
 	for _, c := range cs {
 		switch got := dead[c]; {
 		case len(got) == 0:
-			rep.violate("dlq: malformed input %s/%s (%q) has no dead letter", topics.Input, c, clip(inputs[c].rec.Value))
+			rep.violate("dlq: input %s/%s (%q), %s, has no dead letter", topics.Input, c, clip(inputs[c].rec.Value), inputs[c].verdict)
 		case len(got) > 1:
-			rep.violate("dlq: malformed input %s/%s has %d dead letters, at %v", topics.Input, c, len(got), got)
+			rep.violate("dlq: input %s/%s, %s, has %d dead letters, at %v", topics.Input, c, inputs[c].verdict, len(got), got)
 		}
 	}
 }
@@ -694,6 +941,8 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 	slices.Sort(ks)
 	return ks
 }
+
+func clipString(s string) string { return clip([]byte(s)) }
 
 // clip keeps violations about large or binary values short.
 func clip(b []byte) string {

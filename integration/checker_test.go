@@ -25,6 +25,9 @@ type fixture struct {
 	group  string
 	bills  []InputBill
 	input  []InputRecord // input[i] is where bills[i] landed
+	// repart[i] is the repartition record of bills[i], for the bills for
+	// zero cents that fail after the repartition topic.
+	repart map[int]InputRecord
 }
 
 func newFixture(t *testing.T, addrs []string) *fixture {
@@ -39,12 +42,50 @@ func newFixture(t *testing.T, addrs []string) *fixture {
 	createTopics(t, addrs, fixturePartitions, f.topics.Input)
 	// Fewer output partitions than input ones, so that accounts from
 	// different input partitions share an output partition.
-	createTopics(t, addrs, 3, f.topics.Accepted, f.topics.Totals, f.topics.DLQ)
+	createTopics(t, addrs, 3, f.topics.Accepted, f.topics.Totals, f.topics.DLQ, RepartitionTopic(f.group))
 	var err error
 	if f.input, err = ProduceBills(testContext(t, time.Minute), addrs, f.topics.Input, f.bills); err != nil {
 		t.Fatal(err)
 	}
+	f.repart = repartition(t, f)
 	return f
+}
+
+// repartition writes what the first sub-topology of the billing job commits
+// to the repartition topic for the bills for zero cents not keyed by their
+// account: they fail only when read back from there, so their dead letters
+// point into it. The other records it would write are never looked at.
+func repartition(t *testing.T, f *fixture) map[int]InputRecord {
+	t.Helper()
+	topic := RepartitionTopic(f.group)
+	var (
+		idx  []int
+		recs []*kgo.Record
+	)
+	for i, b := range f.bills {
+		if b.Kind != KindZeroAmount || string(b.Key) == b.Bill.Account {
+			continue
+		}
+		in := f.input[i]
+		idx = append(idx, i)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(b.Bill.Account), Value: mustMarshal(Accepted{
+			Bill: b.Bill, Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
+		})})
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(testContext(t, time.Minute), recs...).FirstErr(); err != nil {
+		t.Fatalf("writing the repartition topic: %v", err)
+	}
+	out := make(map[int]InputRecord, len(idx))
+	for j, i := range idx {
+		r := recs[j]
+		out[i] = InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+	}
+	return out
 }
 
 // outRec is one output record the reference implementation writes.
@@ -92,8 +133,18 @@ func reference(f *fixture, skip string) *plan {
 			for _, i := range queues[part][:n] {
 				b, in := f.bills[i], f.input[i]
 				p.commit[in.Partition] = in.Offset + 1
-				if b.Kind == KindMalformed {
-					p.records = append(p.records, deadLetter(f, in))
+				switch b.Kind {
+				case KindMalformed:
+					p.records = append(p.records, deadLetter(f, in, ClassDeserialization))
+					continue
+				case KindOversized:
+					p.records = append(p.records, deadLetter(f, in, ClassProduction))
+					continue
+				case KindZeroAmount:
+					if rp, ok := f.repart[i]; ok {
+						in = rp
+					}
+					p.records = append(p.records, deadLetter(f, in, ClassProcessing))
 					continue
 				}
 				if seen[b.Bill.BillID] {
@@ -120,14 +171,33 @@ func reference(f *fixture, skip string) *plan {
 	return p
 }
 
-func deadLetter(f *fixture, in InputRecord) outRec {
+// deadLetter is the dead letter of the record at in, which is where the
+// record failed: the input or the repartition topic.
+func deadLetter(f *fixture, in InputRecord, class string) outRec {
 	return outRec{topic: f.topics.DLQ, key: in.Key, value: in.Value, headers: []kgo.RecordHeader{
 		{Key: HeaderSourceTopic, Value: []byte(in.Topic)},
 		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(in.Partition)))},
 		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(in.Offset, 10))},
-		{Key: HeaderErrorClass, Value: []byte("deserialization")},
-		{Key: HeaderErrorMessage, Value: []byte("not a bill")},
+		{Key: HeaderErrorClass, Value: []byte(class)},
+		{Key: HeaderErrorMessage, Value: []byte("a bad bill")},
 	}}
+}
+
+func (r outRec) header(key string) string {
+	for _, h := range r.headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func (r *outRec) setHeader(key, value string) {
+	for i := range r.headers {
+		if r.headers[i].Key == key {
+			r.headers[i].Value = []byte(value)
+		}
+	}
 }
 
 func transactionalClient(t *testing.T, f *fixture, id string, opts ...kgo.Opt) *kgo.Client {
@@ -199,6 +269,16 @@ func countKinds(bills []InputBill) map[Kind]int {
 	return c
 }
 
+func countResentBad(bills []InputBill) int {
+	n := 0
+	for _, b := range bills {
+		if b.Resent && b.Kind.IsBad() {
+			n++
+		}
+	}
+	return n
+}
+
 func TestCheckBillingAcceptsCorrectOutput(t *testing.T) {
 	f := newFixture(t, testBrokers(t))
 	reference(f, "").write(t, f)
@@ -209,6 +289,7 @@ func TestCheckBillingAcceptsCorrectOutput(t *testing.T) {
 		t.Fatalf("the reference output fails the check:\n%s", rep)
 	}
 	kinds := countKinds(f.bills)
+	resentBad := countResentBad(f.bills)
 	for _, c := range []struct {
 		name      string
 		got, want int
@@ -217,16 +298,31 @@ func TestCheckBillingAcceptsCorrectOutput(t *testing.T) {
 		{"unique valid bills", rep.UniqueValid, kinds[KindBill]},
 		{"duplicates", rep.Duplicates, kinds[KindDuplicate]},
 		{"malformed", rep.Malformed, kinds[KindMalformed]},
+		{"zero-amount", rep.ZeroAmount, kinds[KindZeroAmount]},
+		{"oversized", rep.Oversized, kinds[KindOversized]},
 		{"accepted", rep.Accepted, kinds[KindBill]},
 		{"totals updates", rep.TotalsUpdates, kinds[KindBill]},
-		{"dead letters", rep.DLQ, kinds[KindMalformed]},
+		{"dead letters", rep.DLQ, kinds[KindMalformed] + kinds[KindZeroAmount] + kinds[KindOversized]},
+		{"deserialization dead letters", rep.DLQByClass[ClassDeserialization], kinds[KindMalformed]},
+		{"processing dead letters", rep.DLQByClass[ClassProcessing], kinds[KindZeroAmount]},
+		{"production dead letters", rep.DLQByClass[ClassProduction], kinds[KindOversized]},
+		{"dead letters via the repartition topic", rep.DLQViaRepartition, len(f.repart)},
 	} {
 		if c.got != c.want {
 			t.Errorf("report counts %d %s, want %d", c.got, c.name, c.want)
 		}
 	}
-	if kinds[KindDuplicate] == 0 || kinds[KindMalformed] == 0 {
-		t.Fatalf("the fixture exercises too little: %v", kinds)
+	// Two malformed records can be identical by chance, so the report may
+	// count more copies than were re-sent, never fewer.
+	if rep.ResentBad < resentBad {
+		t.Errorf("report counts %d re-sent bad records, want at least %d", rep.ResentBad, resentBad)
+	}
+	// Both routes of a processing failure, and copies of bad records,
+	// must be in the fixture for the controls below to mean anything.
+	if kinds[KindDuplicate] == 0 || kinds[KindMalformed] == 0 || kinds[KindOversized] == 0 ||
+		len(f.repart) == 0 || len(f.repart) == kinds[KindZeroAmount] || resentBad == 0 {
+		t.Fatalf("the fixture exercises too little: %v, %d zero-amount bills via the repartition topic, %d re-sent bad records",
+			kinds, len(f.repart), resentBad)
 	}
 }
 
@@ -257,6 +353,37 @@ func TestCheckBillingNegativeControls(t *testing.T) {
 		}
 		t.Fatal("no malformed input")
 		return InputRecord{}
+	}
+	firstOf := func(f *fixture, k Kind) int {
+		for i, b := range f.bills {
+			if b.Kind == k {
+				return i
+			}
+		}
+		t.Fatalf("no %v input", k)
+		return -1
+	}
+	// accept adds to p the accepted record a broken application would
+	// write for bills[i].
+	accept := func(f *fixture, p *plan, i int) {
+		b, in := f.bills[i], f.input[i]
+		p.records = append(p.records, outRec{topic: f.topics.Accepted, key: []byte(b.Bill.Account), value: mustMarshal(Accepted{
+			Bill: b.Bill, Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
+		})})
+	}
+	// The indexes of the dead letters in p that come from topic and have
+	// the given class.
+	deadLetters := func(f *fixture, p *plan, topic, class string) []int {
+		var is []int
+		for _, i := range p.indexes(f.topics.DLQ) {
+			if r := p.records[i]; r.header(HeaderSourceTopic) == topic && r.header(HeaderErrorClass) == class {
+				is = append(is, i)
+			}
+		}
+		if len(is) == 0 {
+			t.Fatalf("no %s dead letter from %s in the plan", class, topic)
+		}
+		return is
 	}
 	// The index of the accepted record of bill in p.
 	acceptedOf := func(f *fixture, p *plan, bill string) int {
@@ -409,13 +536,67 @@ func TestCheckBillingNegativeControls(t *testing.T) {
 				p := reference(f, "")
 				for i, b := range f.bills {
 					if b.Kind == KindBill {
-						p.records = append(p.records, deadLetter(f, f.input[i]))
+						p.records = append(p.records, deadLetter(f, f.input[i], ClassDeserialization))
 						break
 					}
 				}
 				return p
 			},
 			want: "is the valid bill",
+		},
+		{
+			name: "zero-amount bill accepted",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				accept(f, p, firstOf(f, KindZeroAmount))
+				return p
+			},
+			want: "a bill for zero cents, which belongs in the dead-letter topic",
+		},
+		{
+			name: "oversized bill accepted",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				accept(f, p, firstOf(f, KindOversized))
+				return p
+			},
+			want: "an oversized bill, which belongs in the dead-letter topic",
+		},
+		{
+			// The route through the repartition topic, where the dead
+			// letter names its input only inside the value.
+			name: "processing dead letter missing",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				p.remove(deadLetters(f, p, RepartitionTopic(f.group), ClassProcessing)[0])
+				return p
+			},
+			want: "a bill for zero cents, has no dead letter",
+		},
+		{
+			name: "dead letter with the wrong class",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				i := deadLetters(f, p, f.topics.Input, ClassProduction)[0]
+				p.records[i].setHeader(HeaderErrorClass, ClassProcessing)
+				return p
+			},
+			want: `class "processing", want "production"`,
+		},
+		{
+			name: "dead letter names another repartition record",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				is := deadLetters(f, p, RepartitionTopic(f.group), ClassProcessing)
+				if len(is) < 2 {
+					t.Fatal("fewer than two dead letters from the repartition topic")
+				}
+				other := p.records[is[1]]
+				p.records[is[0]].setHeader(HeaderSourcePartition, other.header(HeaderSourcePartition))
+				p.records[is[0]].setHeader(HeaderSourceOffset, other.header(HeaderSourceOffset))
+				return p
+			},
+			want: "differ from the repartition record",
 		},
 		{
 			name: "transaction left open",

@@ -8,9 +8,10 @@
 // parts:
 //
 //   - GenerateBills and ProduceBills make a deterministic input log (valid
-//     bills, upstream retries that re-send a bill, malformed records) and
-//     write it, returning where every record actually landed. That log, not
-//     the generator's intent, is what the checker trusts.
+//     bills, upstream retries that re-send a record, and bad records of every
+//     error class) and write it, returning where every record actually
+//     landed. That log, not the generator's intent, is what the checker
+//     trusts.
 //   - CheckBilling reads bills-accepted, account-totals and bills-dlq with its
 //     own consumer and reports every contract violation it finds, together
 //     with the transactional state (no transaction left open) and the group's
@@ -20,10 +21,15 @@
 //
 // Validity is decided from the bytes of each input record: a record counts
 // as a bill when it is a JSON object whose bill_id and account are non-empty
-// strings and whose amount_cents and ts are present integers. The generator
-// never produces borderline cases (null, zero amounts, fractional numbers),
-// so that definition cannot disagree with a reasonable implementation of the
-// billing contract.
+// strings and whose amount_cents and ts are present integers. A record that
+// is not a bill is due a deserialization dead letter; a bill for zero cents
+// a processing one; a bill whose bill_id is over OversizedBillID bytes a
+// production one, since the instances run with --max-record-bytes
+// BillingMaxRecordBytes. Every bad record is due its own dead letter, copies
+// included, and nothing else. The generator never produces borderline cases
+// (null, fractional numbers, bill_ids near the size limit, a bad bill sharing
+// its id with a good one), so these rules cannot disagree with a reasonable
+// implementation of the billing contract.
 //
 // Every test can target a real cluster instead of the in-process broker
 // (internal/broker, the one `sluice broker` runs) by setting

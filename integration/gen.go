@@ -30,9 +30,21 @@ const (
 	// KindDuplicate re-sends an earlier bill with identical key and value,
 	// as an upstream producer retry would.
 	KindDuplicate
-	// KindMalformed is a record the application must send to the DLQ.
+	// KindMalformed is a record that cannot be read as a bill: a
+	// deserialization error.
 	KindMalformed
+	// KindZeroAmount is a valid bill for zero cents, which the totals
+	// refuse: a processing error.
+	KindZeroAmount
+	// KindOversized is a valid bill whose bill_id is so long that every
+	// output carrying it is over BillingMaxRecordBytes: a production error.
+	KindOversized
 )
+
+// IsBad reports whether every record of the kind belongs in the dead-letter
+// topic, however often it is re-sent: the application rolls back all a bad
+// record did, so a later copy is no duplicate of it.
+func (k Kind) IsBad() bool { return k == KindMalformed || k == KindZeroAmount || k == KindOversized }
 
 func (k Kind) String() string {
 	switch k {
@@ -42,6 +54,10 @@ func (k Kind) String() string {
 		return "duplicate"
 	case KindMalformed:
 		return "malformed"
+	case KindZeroAmount:
+		return "zero-amount"
+	case KindOversized:
+		return "oversized"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -53,6 +69,10 @@ type InputBill struct {
 	Kind  Kind
 	Bill  Bill   // zero for KindMalformed
 	Fault string // for KindMalformed: how the record is broken
+	// Resent marks a copy of an earlier record, identical in key and
+	// value. A re-sent good bill is KindDuplicate; a re-sent bad record
+	// keeps its kind, since it is as bad as the first copy.
+	Resent bool
 }
 
 // InputRecord is one record of the input log as actually written.
@@ -68,19 +88,30 @@ type InputRecord struct {
 // bytes of a failed run.
 const baseTS = 1_750_000_000_000
 
+// The input mix. The bad kinds together make about 2% of the input, so
+// that every error class is exercised thousands of times in a soak run
+// without drowning the good bills.
+const (
+	resendRate    = 0.05
+	malformedRate = 0.01
+	zeroRate      = 0.005
+	oversizedRate = 0.005
+)
+
 // GenerateBills returns a deterministic input log holding n unique valid
 // bills over the given number of accounts, plus about 5% duplicates (the
-// same record re-sent right after its original or a few records later) and
-// about 1% malformed records.
+// same record re-sent right after its original or a few records later),
+// about 1% malformed records, 0.5% bills for zero cents and 0.5% oversized
+// bills. Bad records are re-sent as often as good ones.
 func GenerateBills(seed int64, n int, accounts int) []InputBill {
 	n = max(n, 0)
 	accounts = max(accounts, 1)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x736c75696365))
 	g := &generator{rng: rng, accounts: accounts}
 
-	out := make([]InputBill, 0, n+n/16+8)
+	out := make([]InputBill, 0, n+n/12+8)
 	type resend struct {
-		due int // len(out) at which the duplicate is appended
+		due int // len(out) at which the copy is appended
 		b   InputBill
 	}
 	var resends []resend
@@ -94,13 +125,14 @@ func GenerateBills(seed int64, n int, accounts int) []InputBill {
 			i++
 		}
 	}
-
-	for i := range n {
-		b := g.bill(i)
+	emit := func(b InputBill) {
 		out = append(out, b)
-		if rng.Float64() < 0.05 {
+		if rng.Float64() < resendRate {
 			dup := b
-			dup.Kind = KindDuplicate
+			dup.Resent = true
+			if dup.Kind == KindBill {
+				dup.Kind = KindDuplicate
+			}
 			delay := 0
 			if rng.IntN(2) == 0 {
 				delay = 1 + rng.IntN(6)
@@ -108,9 +140,18 @@ func GenerateBills(seed int64, n int, accounts int) []InputBill {
 			resends = append(resends, resend{due: len(out) + delay, b: dup})
 		}
 		flush(false)
-		if rng.Float64() < 0.01 {
-			out = append(out, g.malformed())
-			flush(false)
+	}
+
+	for i := range n {
+		emit(g.bill(i))
+		if rng.Float64() < malformedRate {
+			emit(g.malformed())
+		}
+		if rng.Float64() < zeroRate {
+			emit(g.zeroAmount(i))
+		}
+		if rng.Float64() < oversizedRate {
+			emit(g.oversized(i))
 		}
 	}
 	flush(true)
@@ -121,6 +162,8 @@ type generator struct {
 	rng      *rand.Rand
 	accounts int
 	nbad     int
+	nzero    int
+	nbig     int
 }
 
 func (g *generator) account() string {
@@ -156,19 +199,61 @@ func (g *generator) key(b Bill) []byte {
 	}
 }
 
+// ts is the event time of a bill generated at position i: slightly out of
+// order, as event times are.
+func (g *generator) ts(i int) int64 {
+	return baseTS + int64(i)*250 + g.rng.Int64N(10_000) - 5_000
+}
+
 func (g *generator) bill(i int) InputBill {
-	b := Bill{
+	return g.valid(KindBill, Bill{
 		BillID:      fmt.Sprintf("bill-%07d", i),
 		Account:     g.account(),
 		AmountCents: g.amount(),
-		// Slightly out of order, as event times are.
-		TS: baseTS + int64(i)*250 + g.rng.Int64N(10_000) - 5_000,
+		TS:          g.ts(i),
+	})
+}
+
+// zeroAmount is a bill that is valid in every field but refused by the
+// totals. Its id space is its own, so that no good bill shares its id: which
+// of the two would win the deduplication depends on processing order.
+func (g *generator) zeroAmount(i int) InputBill {
+	g.nzero++
+	return g.valid(KindZeroAmount, Bill{
+		BillID:  fmt.Sprintf("zero-%05d", g.nzero),
+		Account: g.account(),
+		TS:      g.ts(i),
+	})
+}
+
+// The length of an oversized bill's id: far above OversizedBillID, so that
+// every record carrying it is over the limit whatever else it holds, and far
+// below anything a broker or client would refuse as input.
+const (
+	oversizedMinID = 1400
+	oversizedMaxID = 1600
+)
+
+func (g *generator) oversized(i int) InputBill {
+	g.nbig++
+	id := []byte(fmt.Sprintf("big-%05d-", g.nbig))
+	for n := oversizedMinID + g.rng.IntN(oversizedMaxID-oversizedMinID); len(id) < n; {
+		id = append(id, 'a'+byte(g.rng.IntN(26)))
 	}
+	return g.valid(KindOversized, Bill{
+		BillID:      string(id),
+		Account:     g.account(),
+		AmountCents: g.amount(),
+		TS:          g.ts(i),
+	})
+}
+
+func (g *generator) valid(k Kind, b Bill) InputBill {
 	v, err := json.Marshal(b)
 	if err != nil {
 		panic(err) // a struct of strings and integers always marshals
 	}
-	return InputBill{Key: g.key(b), Value: v, Kind: KindBill, Bill: b}
+	return InputBill{Key: g.key(b), Value: v, Kind: k, Bill: b}
 }
 
 func (g *generator) malformed() InputBill {

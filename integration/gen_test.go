@@ -2,6 +2,9 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,41 +30,65 @@ func TestGenerateBillsMix(t *testing.T) {
 
 	var (
 		counts   = map[Kind]int{}
-		keyModes = map[string]int{}
+		keyModes = map[Kind]map[string]int{}
 		faults   = map[string]int{}
 		firstAt  = map[string]int{}
+		badAt    = map[string]int{} // key and value of a bad record -> index
+		resent   = map[Kind]int{}
 		accts    = map[string]bool{}
 	)
 	for i, b := range bills {
 		counts[b.Kind]++
 		parsed, err := ParseBill(b.Value)
 		switch b.Kind {
-		case KindBill, KindDuplicate:
+		case KindBill, KindDuplicate, KindZeroAmount, KindOversized:
 			if err != nil {
 				t.Fatalf("record %d: %v bill does not parse: %v (%s)", i, b.Kind, err, b.Value)
 			}
 			if parsed != b.Bill {
 				t.Fatalf("record %d: parsed %+v, generated %+v", i, parsed, b.Bill)
 			}
-			if b.Bill.AmountCents == 0 || b.Bill.TS <= 0 {
-				t.Fatalf("record %d: borderline bill %+v", i, b.Bill)
+			want := map[Kind]verdict{KindBill: good, KindDuplicate: good, KindZeroAmount: zeroAmount, KindOversized: oversized}[b.Kind]
+			if got := judge(parsed); got != want {
+				t.Fatalf("record %d: the checker judges the %v bill %s to be %v", i, b.Kind, clip(b.Value), got)
+			}
+			if b.Bill.TS <= 0 || (b.Kind != KindZeroAmount && b.Bill.AmountCents == 0) {
+				t.Fatalf("record %d: borderline %v bill %s", i, b.Kind, clip(b.Value))
 			}
 			accts[b.Bill.Account] = true
+			if keyModes[b.Kind] == nil {
+				keyModes[b.Kind] = map[string]int{}
+			}
 			switch {
 			case b.Key == nil:
-				keyModes["nil"]++
+				keyModes[b.Kind]["nil"]++
 			case string(b.Key) == b.Bill.Account:
-				keyModes["account"]++
+				keyModes[b.Kind]["account"]++
 			case string(b.Key) == b.Bill.BillID:
-				keyModes["bill_id"]++
+				keyModes[b.Kind]["bill_id"]++
 			default:
-				t.Fatalf("record %d: key %q is neither account nor bill_id", i, b.Key)
+				t.Fatalf("record %d: key %q is neither account nor bill_id", i, clip(b.Key))
 			}
 		case KindMalformed:
 			if err == nil {
 				t.Fatalf("record %d: malformed record (%s) parses: %s", i, b.Fault, b.Value)
 			}
 			faults[strings.SplitN(b.Fault, ":", 2)[0]]++
+		}
+		if b.Kind.IsBad() {
+			k := fmt.Sprintf("%t%q%q", b.Key == nil, b.Key, b.Value)
+			if b.Resent {
+				resent[b.Kind]++
+				j, ok := badAt[k]
+				if !ok {
+					t.Fatalf("record %d: re-sent %v record precedes its original", i, b.Kind)
+				}
+				if i-j > 12 {
+					t.Fatalf("record %d: copy comes %d records after its original", i, i-j)
+				}
+			} else {
+				badAt[k] = i
+			}
 		}
 
 		switch b.Kind {
@@ -94,9 +121,26 @@ func TestGenerateBillsMix(t *testing.T) {
 	if m := float64(counts[KindMalformed]) / n; m < 0.007 || m > 0.013 {
 		t.Errorf("malformed records are %.4f of the bills, want about 0.01", m)
 	}
+	for _, k := range []Kind{KindZeroAmount, KindOversized} {
+		if m := float64(counts[k]) / n; m < 0.003 || m > 0.007 {
+			t.Errorf("%v records are %.4f of the bills, want about 0.005", k, m)
+		}
+	}
+	for _, k := range []Kind{KindMalformed, KindZeroAmount, KindOversized} {
+		if resent[k] == 0 {
+			t.Errorf("no %v record is re-sent", k)
+		}
+	}
 	for _, mode := range []string{"nil", "account", "bill_id"} {
-		if keyModes[mode] < n/10 {
-			t.Errorf("only %d records keyed by %s", keyModes[mode], mode)
+		if keyModes[KindBill][mode] < n/10 {
+			t.Errorf("only %d bills keyed by %s", keyModes[KindBill][mode], mode)
+		}
+		// The key decides where a bad bill fails: before the repartition
+		// topic or after it.
+		for _, k := range []Kind{KindZeroAmount, KindOversized} {
+			if keyModes[k][mode] == 0 {
+				t.Errorf("no %v bill keyed by %s", k, mode)
+			}
 		}
 	}
 	for _, f := range []string{"invalid-json", "truncated-json", "missing-field", "empty-field", "wrong-type"} {
@@ -107,7 +151,45 @@ func TestGenerateBillsMix(t *testing.T) {
 	if len(accts) < accounts*9/10 {
 		t.Errorf("bills cover %d accounts of %d", len(accts), accounts)
 	}
-	t.Logf("kinds %v, keys %v, faults %v", counts, keyModes, faults)
+	t.Logf("kinds %v, re-sent bad %v, keys %v, faults %v", counts, resent, keyModes, faults)
+}
+
+// TestGenerateBillsOutputSizes keeps the generator away from the band where
+// the oracle's OversizedBillID rule and the application's size check could
+// disagree: every output of a good bill fits into BillingMaxRecordBytes
+// whatever its running totals, and even the smallest output of an oversized
+// bill does not.
+func TestGenerateBillsOutputSizes(t *testing.T) {
+	size := func(key string, v any) int {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(key) + len(b)
+	}
+	var largestGood, smallestBig int
+	smallestBig = math.MaxInt
+	for _, b := range GenerateBills(5, 50_000, 500) {
+		bill := b.Bill
+		switch b.Kind {
+		case KindBill, KindZeroAmount:
+			worst := max(
+				size(bill.Account, Accepted{Bill: bill, Topic: "bills", Partition: math.MaxInt32, Offset: math.MaxInt64}),
+				size(bill.Account, Totals{Count: math.MaxInt64, SumCents: math.MinInt64, MinCents: math.MinInt64, MaxCents: math.MinInt64, LastBillID: bill.BillID}),
+			)
+			largestGood = max(largestGood, worst)
+		case KindOversized:
+			bill.AmountCents, bill.TS = 0, 0
+			smallestBig = min(smallestBig, size(bill.Account, Accepted{Bill: bill, Topic: "bills"}))
+		}
+	}
+	if largestGood > BillingMaxRecordBytes/2 {
+		t.Errorf("a bill that must fit has an output of up to %d bytes, too close to the limit of %d", largestGood, BillingMaxRecordBytes)
+	}
+	if smallestBig <= BillingMaxRecordBytes+BillingMaxRecordBytes/4 {
+		t.Errorf("an oversized bill has an output of only %d bytes, too close to the limit of %d", smallestBig, BillingMaxRecordBytes)
+	}
+	t.Logf("largest output of a bill that fits: %d bytes; smallest of an oversized one: %d; limit %d", largestGood, smallestBig, BillingMaxRecordBytes)
 }
 
 func TestGenerateBillsProduced(t *testing.T) {
