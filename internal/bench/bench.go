@@ -56,7 +56,8 @@ type scenario struct {
 	note  string
 	// run processes the preloaded input under g; committed reports how
 	// many records it processed in committed transactions.
-	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (stop func() error, committed func() int64, err error)
+	// onExit is called if the job stops by itself (with its error).
+	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (stop func() error, committed func() int64, err error)
 	// prepare, if set, runs before the timed run (in dir).
 	prepare func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
 }
@@ -127,11 +128,18 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		}
 	}
 	start := time.Now()
-	stop, committed, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir)
+	wctx, stopWaiting := context.WithCancelCause(ctx)
+	defer stopWaiting(nil)
+	stop, committed, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
+		stopWaiting(fmt.Errorf("bench: the job stopped: %v", err))
+	})
 	if err != nil {
 		return Result{}, err
 	}
-	steady, werr := waitCommitted(ctx, committed, target)
+	steady, werr := waitCommitted(wctx, committed, target)
+	if werr != nil && context.Cause(wctx) != nil {
+		werr = context.Cause(wctx)
+	}
 	took := time.Since(start)
 	if serr := stop(); werr == nil {
 		werr = serr
@@ -187,8 +195,8 @@ func waitCommitted(ctx context.Context, committed func() int64, target int64) (p
 		if n >= target {
 			break
 		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
+		if ctx.Err() != nil {
+			return 0, context.Cause(ctx)
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("bench: %d of %d records committed at the deadline", n, target)
@@ -241,7 +249,7 @@ func scenarioList() []scenario {
 			prepare: prepareRestore, run: runRestore},
 		{name: "billing", input: bills, note: "JSON bills, half re-keyed through a repartition topic, 2 stores", run: runTopology(func() *topology.Topology {
 			return examples.Billing("in", "out", "out2", "dlq")
-		})},
+		}, billingOptions()...)},
 	}
 }
 
@@ -268,7 +276,7 @@ func bills(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	recs := make([]*kgo.Record, n)
 	processed := int64(n)
 	for i := range recs {
-		b := examples.Bill{BillID: "b" + strconv.Itoa(i), Account: "acct-" + strconv.Itoa(r.IntN(10_000)), AmountCents: int64(r.IntN(100_000)), TS: int64(i)}
+		b := examples.Bill{BillID: "b" + strconv.Itoa(i), Account: "acct-" + strconv.Itoa(r.IntN(10_000)), AmountCents: 1 + int64(r.IntN(100_000)), TS: int64(i)}
 		v, _ := json.Marshal(b)
 		var key []byte
 		if i%2 == 0 {
@@ -281,24 +289,35 @@ func bills(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	return recs, processed
 }
 
-func runTopology(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string) (func() error, func() int64, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (func() error, func() int64, error) {
+func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (func() error, func() int64, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
 		group := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		app, err := processor.New(build(), processor.ApplicationID(group), processor.Brokers(addrs...),
-			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))
-		if err != nil {
-			return nil, nil, err
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- app.Run(rctx) }()
-		return func() error { cancel(); return <-done }, app.Stats().Processed.Load, nil
+		return start(ctx, build(), onExit, append(opts, processor.ApplicationID(group), processor.Brokers(addrs...),
+			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))...)
 	}
+}
+
+// start runs an app until stop; onExit hears of it stopping by itself.
+func start(ctx context.Context, t *topology.Topology, onExit func(error), opts ...processor.Opt) (func() error, func() int64, error) {
+	app, err := processor.New(t, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		err := app.Run(rctx)
+		if rctx.Err() == nil {
+			onExit(err)
+		}
+		done <- err
+	}()
+	return func() error { cancel(); return <-done }, app.Stats().Processed.Load, nil
 }
 
 // runPipe is the limit: consume, produce each record unchanged, commit every
 // interval — in a transaction under exactly_once.
-func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string) (func() error, func() int64, error) {
+func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string, onExit func(error)) (func() error, func() int64, error) {
 	group := "pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	sess, err := txn.NewSession(g, group+"-txn",
 		kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
@@ -313,6 +332,7 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 		defer sess.Close()
 		for rctx.Err() == nil {
 			if err := sess.Begin(); err != nil {
+				onExit(err)
 				done <- err
 				return
 			}
@@ -331,6 +351,7 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 			ok, err := sess.End(ectx, rctx.Err() == nil)
 			ecancel()
 			if err != nil {
+				onExit(err)
 				done <- err
 				return
 			}
@@ -382,7 +403,7 @@ func prepareRestore(ctx context.Context, addrs []string, g txn.Guarantee, interv
 
 // runRestore starts an instance of the same application with empty state:
 // it restores every changelog record.
-func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string) (func() error, func() int64, error) {
+func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
 	app, err := processor.New(countTopology(), processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
 		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/second"))
 	if err != nil {
@@ -390,6 +411,17 @@ func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval t
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- app.Run(rctx) }()
+	go func() {
+		err := app.Run(rctx)
+		if rctx.Err() == nil {
+			onExit(err)
+		}
+		done <- err
+	}()
 	return func() error { cancel(); return <-done }, app.Stats().Restored.Load, nil
+}
+
+func billingOptions() []processor.Opt {
+	e, _ := examples.Get("billing")
+	return e.Options(e.Defaults(map[string]string{"input": "in", "accepted": "out", "totals": "out2", "dlq": "dlq"}))
 }
