@@ -97,9 +97,9 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 
 func printTable(w io.Writer, res []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\t")
+	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tsteady records/s\t")
 	for _, r := range res {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.0f\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.SteadyPerSecond)
 	}
 	tw.Flush()
 }
