@@ -55,7 +55,7 @@ type Task struct {
 
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
-	order   []string // store names, sorted, for deterministic flushes
+	order   []string // store names in plan order, for deterministic flushes
 
 	// changelog offsets reached in the open transaction, set by produce
 	// promises (another goroutine), read after End.
@@ -598,7 +598,7 @@ func (n *nodeInst) Schedule(interval time.Duration, typ exec.PunctuationType, fn
 // ID is the task's id.
 func (t *Task) ID() ID { return t.id }
 
-// Stores lists the task's store names, sorted.
+// Stores lists the task's store names, in plan order.
 func (t *Task) Stores() []string { return t.order }
 
 // Engine is the durable engine of a store, for restoring it.
