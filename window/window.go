@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// ErrInvalid is wrapped by errors about window definitions.
+// ErrInvalid is wrapped by errors about window definitions, watermark
+// strategies and tracker configuration.
 var ErrInvalid = errors.New("window: invalid definition")
 
 // Bounds is one window: [Start, End) in milliseconds since the epoch.
