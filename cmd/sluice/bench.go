@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -16,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-streams/sluice/internal/bench"
+	"github.com/sluice-streams/sluice/txn"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -27,6 +32,8 @@ func newBenchCmd() *cobra.Command {
 		only       string
 		cpuprofile string
 		memprofile string
+		inProcess  bool
+		child      string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -41,6 +48,22 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 			defer stop()
 			if only != "" {
 				cfg.Scenarios = strings.Split(only, ",")
+			}
+			if child != "" {
+				// One scenario in this process, its result as JSON on stdout.
+				name, gs, _ := strings.Cut(child, ":")
+				g, err := txn.ParseGuarantee(gs)
+				if err != nil {
+					return err
+				}
+				res, err := bench.RunScenario(ctx, cfg, name, g)
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			if !inProcess && cpuprofile == "" && memprofile == "" {
+				cfg.Isolate = childRunner(cfg)
 			}
 			if cpuprofile != "" {
 				f, err := os.Create(cpuprofile)
@@ -91,15 +114,47 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&only, "only", "", "comma-separated scenarios to run (the pipe always runs)")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
-	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run")
+	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run (implies --in-process)")
+	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run every scenario in this process instead of one child process each (no peak RSS then)")
+	cmd.Flags().StringVar(&child, "child", "", "internal: run one scenario:guarantee and print its result as JSON")
+	_ = cmd.Flags().MarkHidden("child")
 	return cmd
+}
+
+// childRunner runs each scenario in a child process of this binary, so that
+// every scenario starts from a fresh heap and reports its own peak RSS.
+func childRunner(cfg bench.Config) func(context.Context, string, txn.Guarantee) (bench.Result, error) {
+	return func(ctx context.Context, name string, g txn.Guarantee) (bench.Result, error) {
+		exe, err := os.Executable()
+		if err != nil {
+			return bench.Result{}, err
+		}
+		c := exec.CommandContext(ctx, exe, "bench", "--child", name+":"+g.String(),
+			"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
+			"--commit-interval", cfg.CommitInterval.String())
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			return bench.Result{}, fmt.Errorf("%s %s: %w\n%s", name, g, err, stderr.String())
+		}
+		var res bench.Result
+		if err := json.Unmarshal(out, &res); err != nil {
+			return bench.Result{}, fmt.Errorf("%s %s: %w: %q", name, g, err, out)
+		}
+		return res, nil
+	}
 }
 
 func printTable(w io.Writer, res []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tsteady records/s\t")
+	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tsteady records/s\tpeak RSS MiB\t")
 	for _, r := range res {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.0f\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.SteadyPerSecond)
+		rss := "-"
+		if r.PeakRSSBytes > 0 {
+			rss = strconv.FormatInt(r.PeakRSSBytes>>20, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.0f\t%s\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.SteadyPerSecond, rss)
 	}
 	tw.Flush()
 }

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,10 @@ type Config struct {
 	Partitions     int32
 	CommitInterval time.Duration
 	Scenarios      []string // default: all
+	// Isolate, if set, runs each scenario instead of Run doing it in this
+	// process: `sluice bench` runs each in a child process (RunScenario),
+	// so that each has a fresh heap and its own peak RSS.
+	Isolate func(ctx context.Context, scenario string, g txn.Guarantee) (Result, error)
 }
 
 // Result is one scenario's measurement.
@@ -44,6 +49,10 @@ type Result struct {
 	// VsPipe is PerSecond over the exactly_once pipe's of the same run.
 	VsPipe float64 `json:"vs_pipe"`
 	Note   string  `json:"note,omitempty"`
+	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
+	// in-process broker included; set only when the scenario ran in a
+	// process of its own.
+	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 }
 
 // Scenarios lists the scenario names in run order.
@@ -72,19 +81,22 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 	}
 	var out []Result
 	var pipe float64
-	// A discarded pipe run first: the first run in a process pays for heap
-	// growth and page faults that would otherwise count against the pipe.
-	warm := cfg
-	warm.Records = max(cfg.Records/10, 1000)
-	if _, err := runOne(ctx, warm, scenarioList()[0], txn.ExactlyOnce); err != nil {
-		return nil, fmt.Errorf("bench: warm-up: %w", err)
+	one := cfg.Isolate
+	if one == nil {
+		if err := warmUp(ctx, cfg); err != nil {
+			return nil, err
+		}
+		one = func(ctx context.Context, name string, g txn.Guarantee) (Result, error) {
+			sc, _ := scenarioNamed(name)
+			return runOne(ctx, cfg, sc, g)
+		}
 	}
 	for _, sc := range scenarioList() {
 		if len(want) > 0 && !want[sc.name] && sc.name != "pipe" {
 			continue
 		}
 		for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce} {
-			res, err := runOne(ctx, cfg, sc, g)
+			res, err := one(ctx, sc.name, g)
 			if err != nil {
 				return out, fmt.Errorf("bench: %s %s: %w", sc.name, g, err)
 			}
@@ -101,6 +113,59 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 		}
 	}
 	return out, nil
+}
+
+// warmUp runs a discarded pipe first: the first run in a process pays for
+// heap growth and page faults that would otherwise count against it.
+func warmUp(ctx context.Context, cfg Config) error {
+	warm := cfg
+	warm.Records = max(cfg.Records/10, 1000)
+	if _, err := runOne(ctx, warm, scenarioList()[0], txn.ExactlyOnce); err != nil {
+		return fmt.Errorf("bench: warm-up: %w", err)
+	}
+	return nil
+}
+
+func scenarioNamed(name string) (scenario, bool) {
+	for _, sc := range scenarioList() {
+		if sc.name == name {
+			return sc, true
+		}
+	}
+	return scenario{}, false
+}
+
+// RunScenario runs one scenario after a warm-up and reports the process's
+// peak RSS: what a child process of `sluice bench` does.
+func RunScenario(ctx context.Context, cfg Config, name string, g txn.Guarantee) (Result, error) {
+	sc, ok := scenarioNamed(name)
+	if !ok {
+		return Result{}, fmt.Errorf("bench: no scenario %q (have %v)", name, Scenarios)
+	}
+	if err := warmUp(ctx, cfg); err != nil {
+		return Result{}, err
+	}
+	res, err := runOne(ctx, cfg, sc, g)
+	if err != nil {
+		return res, err
+	}
+	res.PeakRSSBytes = peakRSS()
+	return res, nil
+}
+
+// peakRSS reads VmHWM from /proc/self/status; 0 where there is none.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
 }
 
 func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Result, error) {
