@@ -88,6 +88,9 @@ type appConfig struct {
 	StandbyReplicas int
 	InstanceID      string
 	MaxRecordBytes  int
+
+	// sources names where each key's value came from.
+	sources map[string]string
 }
 
 // loadAppConfig resolves the instance configuration of cmd: a flag that was
@@ -161,6 +164,10 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	r.require(keyBrokers, len(c.Brokers) > 0)
 	r.require(keyStateDir, c.StateDir != "")
 	r.require(keyMaxRecordBytes, c.MaxRecordBytes > 0)
+	c.sources = map[string]string{}
+	for _, k := range appKeys {
+		c.sources[k.key] = r.source(k.key)
+	}
 	if err := errors.Join(r.errs...); err != nil {
 		return appConfig{}, err
 	}

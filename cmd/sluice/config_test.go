@@ -269,3 +269,26 @@ func equal(a, b appConfig) bool {
 		a.StateDir == b.StateDir && a.StandbyReplicas == b.StandbyReplicas &&
 		a.InstanceID == b.InstanceID
 }
+
+func TestConfigCommandPrintsSources(t *testing.T) {
+	t.Setenv("SLUICE_STATE_DIR", "/var/lib/x")
+	root := newRootCmd()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetArgs([]string{"config", "--app-id", "billing"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`application.id: "billing"  # from flag --app-id`,
+		`state.dir: "/var/lib/x"  # from environment SLUICE_STATE_DIR`,
+		`processing.guarantee: "exactly_once"  # from default`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if masked("sasl.password", "hunter2") == "hunter2" || masked("application.id", "x") != "x" {
+		t.Error("masking is wrong")
+	}
+}

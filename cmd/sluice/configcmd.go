@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newConfigCmd) }
+
+// newConfigCmd prints the effective configuration of `sluice run` for the
+// same flags, environment and --config file, with where each value came
+// from and secrets masked.
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Print the effective configuration (flags > SLUICE_* environment > --config file > defaults)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := loadAppConfig(cmd, "sluice-<example>")
+			if err != nil {
+				return err
+			}
+			values := map[string]string{
+				keyAppID:           c.AppID,
+				keyBrokers:         strings.Join(c.Brokers, ","),
+				keyGuarantee:       c.Guarantee.String(),
+				keyCommitInterval:  c.CommitInterval.String(),
+				keyStateDir:        c.StateDir,
+				keyStandbyReplicas: strconv.Itoa(c.StandbyReplicas),
+				keyInstanceID:      c.InstanceID,
+				keyMaxRecordBytes:  strconv.Itoa(c.MaxRecordBytes),
+			}
+			for _, k := range appKeys {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %q  # from %s\n", k.key, masked(k.key, values[k.key]), c.sources[k.key])
+			}
+			return nil
+		},
+	}
+	addAppFlags(cmd)
+	return cmd
+}
+
+// masked hides the values of keys that hold secrets, so that a printed
+// configuration can be pasted into a ticket.
+func masked(key, value string) string {
+	for _, s := range []string{"password", "secret", "token", "sasl.jaas", "key.pem"} {
+		if strings.Contains(key, s) && value != "" {
+			return "********"
+		}
+	}
+	return value
+}
