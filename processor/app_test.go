@@ -217,19 +217,7 @@ func TestLostInputStopsExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- app.Run(rctx) }()
-		for !wait(app) {
-			select {
-			case err := <-done:
-				return err
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		cancel()
-		return <-done
+		return runUntil(app, wait)
 	}
 	produce(10)
 	if err := run(func(a *processor.App) bool { return a.Stats().Processed.Load() >= 30 }); err != nil {
@@ -248,4 +236,22 @@ func TestLostInputStopsExactlyOnce(t *testing.T) {
 	if !errors.Is(err, processor.ErrDataLoss) {
 		t.Fatalf("Run after input loss returned %v, want ErrDataLoss", err)
 	}
+}
+
+// runUntil runs app until wait says so (then it stops it and returns what
+// Run returned) or until Run returns by itself; at most a minute.
+func runUntil(app *processor.App, wait func(*processor.App) bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	for !wait(app) {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	return <-done
 }

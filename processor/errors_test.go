@@ -67,19 +67,7 @@ func TestErrorPoliciesUnderExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- app.Run(rctx) }()
-		for !wait(app) {
-			select {
-			case err := <-done:
-				return err
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		cancel()
-		if err := <-done; err != nil {
+		if err := runUntil(app, wait); err != nil {
 			return err
 		}
 		f := app.Stats().Failures()

@@ -356,13 +356,17 @@ func bills(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (func() error, func() int64, error) {
 	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
 		group := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		return start(ctx, build(), onExit, append(opts, processor.ApplicationID(group), processor.Brokers(addrs...),
+		stop, app, err := start(ctx, build(), onExit, append(opts, processor.ApplicationID(group), processor.Brokers(addrs...),
 			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return stop, app.Stats().Processed.Load, nil
 	}
 }
 
 // start runs an app until stop; onExit hears of it stopping by itself.
-func start(ctx context.Context, t *topology.Topology, onExit func(error), opts ...processor.Opt) (func() error, func() int64, error) {
+func start(ctx context.Context, t *topology.Topology, onExit func(error), opts ...processor.Opt) (func() error, *processor.App, error) {
 	app, err := processor.New(t, opts...)
 	if err != nil {
 		return nil, nil, err
@@ -376,7 +380,7 @@ func start(ctx context.Context, t *topology.Topology, onExit func(error), opts .
 		}
 		done <- err
 	}()
-	return func() error { cancel(); return <-done }, app.Stats().Processed.Load, nil
+	return func() error { cancel(); return <-done }, app, nil
 }
 
 // runPipe is the limit: consume, produce each record unchanged, commit every
@@ -476,21 +480,12 @@ func prepareRestore(ctx context.Context, addrs []string, g txn.Guarantee, interv
 // runRestore starts an instance of the same application with empty state:
 // it restores every changelog record.
 func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
-	app, err := processor.New(countTopology(), processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
+	stop, app, err := start(ctx, countTopology(), onExit, processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
 		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/second"))
 	if err != nil {
 		return nil, nil, err
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		err := app.Run(rctx)
-		if rctx.Err() == nil {
-			onExit(err)
-		}
-		done <- err
-	}()
-	return func() error { cancel(); return <-done }, app.Stats().Restored.Load, nil
+	return stop, app.Stats().Restored.Load, nil
 }
 
 func billingOptions() []processor.Opt {
