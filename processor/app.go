@@ -251,15 +251,13 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			}
 		}
 	}
-	want := map[string]struct {
-		n       int32
-		configs map[string]*string
-	}{}
+	type topicSpec struct {
+		partitions int32
+		configs    map[string]*string
+	}
+	want := map[string]topicSpec{}
 	for topic, sub := range writer {
-		want[topic] = struct {
-			n       int32
-			configs map[string]*string
-		}{a.partitions[sub], nil}
+		want[topic] = topicSpec{a.partitions[sub], nil}
 	}
 	var widest int32
 	for _, n := range a.partitions {
@@ -270,10 +268,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	for name, sub := range a.plan.StoreSub {
 		t := task.ChangelogTopic(a.cfg.appID, name)
 		a.changelogs[t] = true
-		want[t] = struct {
-			n       int32
-			configs map[string]*string
-		}{a.partitions[sub], map[string]*string{"cleanup.policy": &compact}}
+		want[t] = topicSpec{a.partitions[sub], map[string]*string{"cleanup.policy": &compact}}
 	}
 	names := make([]string, 0, len(want))
 	for t := range want {
@@ -287,25 +282,33 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	// The dead-letter topic is made if missing, as wide as the widest
 	// sub-topology; one that exists is used as it is.
 	if dlq := a.deadLetterTopic(); existing[dlq].Err != nil || existing[dlq].Topic == "" {
-		if _, err := adm.CreateTopic(ctx, widest, -1, nil, dlq); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("processor: create %s: %w", dlq, err)
+		if err := createTopic(ctx, adm, dlq, widest, nil); err != nil {
+			return err
 		}
 	}
 	for _, t := range names {
 		w := want[t]
 		if d, ok := existing[t]; ok && d.Err == nil {
-			if int32(len(d.Partitions)) != w.n {
-				return fatalError{fmt.Errorf("processor: internal topic %s has %d partitions, needs %d (reset the application to change its partitioning)", t, len(d.Partitions), w.n)}
+			if int32(len(d.Partitions)) != w.partitions {
+				return fatalError{fmt.Errorf("processor: internal topic %s has %d partitions, needs %d (reset the application to change its partitioning)", t, len(d.Partitions), w.partitions)}
 			}
 			continue
 		}
-		resp, err := adm.CreateTopic(ctx, w.n, -1, w.configs, t)
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("processor: create %s: %w", t, err)
+		if err := createTopic(ctx, adm, t, w.partitions, w.configs); err != nil {
+			return err
 		}
-		if resp.Err != nil && !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("processor: create %s: %w", t, resp.Err)
-		}
+	}
+	return nil
+}
+
+// createTopic creates topic, accepting that another instance just did.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, configs map[string]*string) error {
+	resp, err := adm.CreateTopic(ctx, partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("processor: create %s: %w", topic, err)
 	}
 	return nil
 }

@@ -28,8 +28,8 @@ type TaskStatus struct {
 
 // Status is a snapshot of the instance, for health checks and operators.
 type Status struct {
-	// Running is true while the instance is in its group and not
-	// restoring: every task it owns is restored and processing.
+	// Ready is true while the instance is in its group and not restoring:
+	// every task it owns is restored and processing.
 	Ready bool         `json:"ready"`
 	Tasks []TaskStatus `json:"tasks"`
 }

@@ -6,9 +6,9 @@
 // because Go methods cannot have their own type parameters:
 //
 //	t := topology.New()
-//	lines := topology.Stream(t, "text-lines", serde.String, serde.String)
-//	words := topology.FlatMapValues(lines, func(l string) []string { return strings.Fields(l) })
-//	byWord := topology.SelectKey(words, func(_ string, w string) string { return w })
+//	lines := topology.From(t, "text-lines", serde.Bytes, serde.String)
+//	words := topology.FlatMapValues(lines, strings.Fields)
+//	byWord := topology.SelectKey(words, func(_ []byte, w string) string { return w })
 //	counts := topology.Count(topology.GroupByKey(byWord, topology.Grouped("words", serde.String, serde.String)),
 //		topology.Materialized("counts", serde.String, serde.Int64))
 //	topology.To(topology.ToStream(counts), "word-counts", serde.String, serde.Int64Text)

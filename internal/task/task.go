@@ -48,8 +48,7 @@ type Task struct {
 	// record skipped after an error leaves no output behind.
 	buffering bool
 	buf       []sent
-	curNode   *exec.Node // innermost node running, to blame a panic on
-	actions   map[exec.ErrorClass]map[exec.Action]int64
+	curNode   *exec.Node           // innermost node running, to blame a panic on
 	sources   map[string]*nodeInst // runtime topic name → source
 	nodes     []*nodeInst
 
@@ -132,9 +131,6 @@ func blame(n *exec.Node, class exec.ErrorClass, err error) error {
 	return &nodeError{node: n, class: class, err: err}
 }
 
-// Actions counts the failed records by class and action.
-func (t *Task) Actions() map[exec.ErrorClass]map[exec.Action]int64 { return t.actions }
-
 type recordMeta struct {
 	topic     string
 	partition int32
@@ -212,7 +208,6 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 	}
 	t := &Task{
 		id: id, sub: sub, appID: appID, send: cfg.Send, cfg: cfg,
-		actions:    map[exec.ErrorClass]map[exec.Action]int64{},
 		sources:    map[string]*nodeInst{},
 		stores:     map[string]*store.Staged{},
 		engines:    map[string]store.Engine{},
@@ -388,10 +383,6 @@ func (t *Task) failed(class exec.ErrorClass, node, src *exec.Node, r *kgo.Record
 	if action == exec.DeadLetter && dlq == "" {
 		action = exec.Fail // nowhere to write it: never drop silently
 	}
-	if t.actions[class] == nil {
-		t.actions[class] = map[exec.Action]int64{}
-	}
-	t.actions[class][action]++
 	if t.cfg.OnAction != nil {
 		t.cfg.OnAction(ec, action)
 	}
