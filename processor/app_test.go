@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/txn"
 )
@@ -34,52 +35,25 @@ func testBrokers(t *testing.T) []string {
 	return b.Addrs()
 }
 
-func uniq(t *testing.T, s string) string {
-	return fmt.Sprintf("%s-%d", s, time.Now().UnixNano()%1e9)
+// setup creates topics (the first is the input) and returns a client that
+// produces to the input.
+func setup(t *testing.T, addrs []string, partitions int32, topics ...string) *kgo.Client {
+	t.Helper()
+	for _, tp := range topics {
+		if err := broker.CreateTopic(context.Background(), addrs, tp, partitions, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topics[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
 
-// readAll reads topic from the start to its end offsets, read_committed.
-func readAll(t *testing.T, addrs []string, topic string) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	var out []*kgo.Record
-	for len(want) > 0 {
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: timed out with %v left", topic, want)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
-	}
-	return out
+func uniq(t *testing.T, s string) string {
+	return fmt.Sprintf("%s-%d", s, time.Now().UnixNano()%1e9)
 }
 
 func TestWordCountEndToEnd(t *testing.T) {
@@ -94,17 +68,7 @@ func testWordCount(t *testing.T, g txn.Guarantee) {
 	addrs := testBrokers(t)
 	ctx := context.Background()
 	in, out := uniq(t, "lines"), uniq(t, "counts")
-	if err := broker.CreateTopic(ctx, addrs, in, 3, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := broker.CreateTopic(ctx, addrs, out, 3, nil); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := setup(t, addrs, 3, in, out)
 	want := map[string]int64{}
 	var words int64
 	for i := range 2000 {
@@ -113,7 +77,7 @@ func testWordCount(t *testing.T, g txn.Guarantee) {
 			want[w]++
 			words++
 		}
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Value: []byte(line)}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(line)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -138,7 +102,13 @@ func testWordCount(t *testing.T, g txn.Guarantee) {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
-	for _, r := range readAll(t, addrs, out) {
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer rcancel()
+	recs, err := readback.ReadCommitted(rctx, addrs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
 		n, err := strconv.ParseInt(string(r.Value), 10, 64)
 		if err != nil {
 			t.Fatalf("bad count %q", r.Value)
@@ -193,16 +163,7 @@ func TestLostInputStopsExactlyOnce(t *testing.T) {
 	addrs := testBrokers(t)
 	ctx := context.Background()
 	in, out := uniq(t, "lines"), uniq(t, "counts")
-	for _, tp := range []string{in, out} {
-		if err := broker.CreateTopic(ctx, addrs, tp, 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := setup(t, addrs, 1, in, out)
 	produce := func(n int) {
 		for range n {
 			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a b")}).FirstErr(); err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -46,16 +45,7 @@ func TestErrorPoliciesUnderExactlyOnce(t *testing.T) {
 	addrs := testBrokers(t)
 	ctx := context.Background()
 	in, out := uniq(t, "nums"), uniq(t, "out")
-	for _, tp := range []string{in, out} {
-		if err := broker.CreateTopic(ctx, addrs, tp, 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := setup(t, addrs, 1, in, out)
 	for _, v := range []string{"1", "13", "x", "2"} {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(v)}).FirstErr(); err != nil {
 			t.Fatal(err)
