@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,9 +43,11 @@ type App struct {
 	// resolved at Run
 	subOf      map[string]int // runtime source topic → sub-topology
 	partitions map[int]int32  // sub-topology → tasks
-	changelogs map[string]bool
-	txnID      string
-	dir        string
+	// internalPartitions: runtime repartition topic → partitions
+	internalPartitions map[string]int32
+	changelogs         map[string]bool
+	txnID              string
+	dir                string
 
 	stats  Stats
 	status status
@@ -256,19 +259,29 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		configs    map[string]*string
 	}
 	want := map[string]topicSpec{}
+	a.internalPartitions = map[string]int32{}
 	for topic, sub := range writer {
 		want[topic] = topicSpec{a.partitions[sub], nil}
+		a.internalPartitions[topic] = a.partitions[sub]
 	}
 	var widest int32
 	for _, n := range a.partitions {
 		widest = max(widest, n)
 	}
 	a.changelogs = map[string]bool{}
-	compact := "compact"
+	compact, compactDelete := "compact", "compact,delete"
 	for name, sub := range a.plan.StoreSub {
 		t := task.ChangelogTopic(a.cfg.appID, name)
 		a.changelogs[t] = true
-		want[t] = topicSpec{a.partitions[sub], map[string]*string{"cleanup.policy": &compact}}
+		configs := map[string]*string{"cleanup.policy": &compact}
+		if spec := a.plan.Stores[name]; spec.Windowed {
+			// Windowed stores expire their own entries; the log may
+			// drop what is older than any window can stay open
+			// (Kafka Streams' windowed changelogs).
+			retention := strconv.FormatInt(spec.Retention.Milliseconds(), 10)
+			configs = map[string]*string{"cleanup.policy": &compactDelete, "retention.ms": &retention}
+		}
+		want[t] = topicSpec{a.partitions[sub], configs}
 	}
 	names := make([]string, 0, len(want))
 	for t := range want {
@@ -510,7 +523,7 @@ func (in *instance) loop(ctx context.Context) error {
 		}
 		now := time.Now().UnixMilli()
 		for _, t := range in.tasks {
-			if err := t.Punctuate(exec.WallClockTime, now); err != nil {
+			if err := t.Tick(now); err != nil {
 				in.end(false)
 				return fatalError{err}
 			}
@@ -532,8 +545,12 @@ func (in *instance) end(commit bool) (bool, error) {
 		return false, nil
 	}
 	in.inTxn = false
+	var flushErr error
 	for _, t := range in.tasks {
-		t.Flush()
+		if err := t.Flush(); err != nil {
+			flushErr = errors.Join(flushErr, err)
+			commit = false
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), in.a.cfg.txnTimeout+10*time.Second)
 	defer cancel()
@@ -571,6 +588,9 @@ func (in *instance) end(commit bool) (bool, error) {
 	in.uncommitted = 0
 	if err != nil {
 		return committed, fmt.Errorf("processor: end transaction: %w", err)
+	}
+	if flushErr != nil {
+		return false, flushErr
 	}
 	if failed != nil && commit {
 		return false, failed
@@ -632,6 +652,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	t, err := task.New(id, sub, in.a.plan, task.Config{
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
 		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
+		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
 			in.a.stats.addFailure(FailureKey{ec.Class, act})
 			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
@@ -659,7 +680,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		return fatalError{err}
 	}
 	// Anchor wall-clock schedules at the time the task opened.
-	if err := t.Punctuate(exec.WallClockTime, time.Now().UnixMilli()); err != nil {
+	if err := t.Tick(time.Now().UnixMilli()); err != nil {
 		t.Close()
 		return fatalError{err}
 	}
@@ -701,7 +722,34 @@ func (p *partitioner) ForTopic(t string) kgo.TopicPartitioner {
 	if p.changelogs[t] {
 		return p.manual.ForTopic(t)
 	}
-	return p.hashed.ForTopic(t)
+	return watermarkPartitioner{p.manual.ForTopic(t), p.hashed.ForTopic(t)}
+}
+
+// watermarkPartitioner sends watermark records, which name their partition,
+// where they say, and hashes the rest.
+type watermarkPartitioner struct {
+	manual, hashed kgo.TopicPartitioner
+}
+
+func isWatermark(r *kgo.Record) bool {
+	return len(r.Headers) > 0 && r.Headers[0].Key == exec.HeaderWatermark
+}
+
+func (w watermarkPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return isWatermark(r) || w.hashed.RequiresConsistency(r)
+}
+
+func (w watermarkPartitioner) Partition(r *kgo.Record, n int) int {
+	if isWatermark(r) {
+		return w.manual.Partition(r, n)
+	}
+	return w.hashed.Partition(r, n)
+}
+
+func (w watermarkPartitioner) OnNewBatch() {
+	if nb, ok := w.hashed.(kgo.TopicPartitionerOnNewBatch); ok {
+		nb.OnNewBatch()
+	}
 }
 
 // lockDir takes an exclusive lock on dir so that two instances never share

@@ -32,6 +32,7 @@ type config struct {
 	errors           map[exec.ErrorClass]exec.ErrorHandler
 	deadLetter       string
 	maxRecordBytes   int
+	idleTimeout      time.Duration
 }
 
 func defaultConfig() config {
@@ -57,6 +58,9 @@ func (c *config) validate() error {
 	}
 	if c.commitInterval <= 0 {
 		errs = append(errs, fmt.Errorf("processor: commit.interval must be positive, got %v", c.commitInterval))
+	}
+	if c.idleTimeout < 0 || c.idleTimeout > 0 && c.idleTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("processor: idle.timeout must be 0 (off) or at least 1ms, got %v", c.idleTimeout))
 	}
 	if c.stateDir == "" {
 		errs = append(errs, errors.New("processor: state.dir is required"))
@@ -129,3 +133,11 @@ func MaxRecordBytes(n int) Opt { return opt(func(c *config) { c.maxRecordBytes =
 
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
+
+// IdleTimeout sets idle.timeout: an input partition without records for
+// longer stops holding the watermark back, and rejoins with its next record
+// (Flink's withIdleness). Default 0: off. It is the one wall-clock input of
+// event time: with it on, when windows close depends on when records
+// arrived, not only on the records, so a replay may decide differently
+// (invariant 5 holds only with it off).
+func IdleTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleTimeout = d }) }

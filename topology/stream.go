@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/window"
 )
 
 // Header is a record header.
@@ -35,6 +36,39 @@ type sourceConfig struct {
 	name       string
 	deadLetter string
 	onError    ErrorHandler
+	time       exec.TimestampKind
+	extract    any // func(K, V, int64) int64, checked by From
+	watermark  window.Strategy
+}
+
+// TimestampFrom takes each record's event time from its payload: fn gets
+// the decoded key and value and the record's own timestamp, and returns
+// milliseconds since the epoch. K and V must be the source's types (Build
+// reports a mismatch). A result that is negative or past the year 9999,
+// or a panic in fn, is a deserialization error, handled by the policy.
+// Default: the record's timestamp, which is its create time or, for a topic
+// with message.timestamp.type=LogAppendTime, its log-append (ingestion)
+// time.
+func TimestampFrom[K, V any](fn func(k K, v V, recordTs int64) int64) SourceOption {
+	return func(c *sourceConfig) { c.time, c.extract = exec.PayloadTime, fn }
+}
+
+// ProcessingTime makes the wall clock, when the task reads a record, its
+// event time. Results then depend on when records are processed, not on the
+// records: a replay decides differently (invariant 5 is the user's to give
+// up here).
+func ProcessingTime() SourceOption {
+	return func(c *sourceConfig) { c.time = exec.ProcessingTime }
+}
+
+// Watermarks sets how the source's watermark follows the event time of its
+// records, per input partition: window.BoundedOutOfOrderness(d),
+// window.Monotonous() or window.PerRecord(fn). Default: window.Monotonous(),
+// under which a record older than the newest one seen on its partition may
+// be late; grace for out-of-order records is always an explicit choice. A
+// task's watermark is the minimum over its input partitions.
+func Watermarks(s window.Strategy) SourceOption {
+	return func(c *sourceConfig) { c.watermark = s }
 }
 
 // SourceName names the source node (default: generated).
@@ -72,7 +106,25 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 		DeadLetter: cfg.deadLetter,
 		OnError:    cfg.onError,
 		Decode:     decoder(ks, vs),
+		Time:       cfg.time,
 	})
+	if cfg.watermark != nil {
+		if err := cfg.watermark.Validate(); err != nil {
+			t.errorf(ErrInvalidWindow, "source %q: %v", topic, err)
+		}
+		n.Watermark = cfg.watermark
+	}
+	if cfg.time == exec.PayloadTime {
+		fn, ok := cfg.extract.(func(K, V, int64) int64)
+		switch {
+		case !ok:
+			t.errorf(ErrTypeMismatch, "source %q: TimestampFrom's function takes %T, not the source's key and value types", topic, cfg.extract)
+		case fn == nil:
+			t.errorf(ErrNilFunction, "source %q: TimestampFrom needs a function", topic)
+		default:
+			n.Extract = func(k, v any, ts int64) int64 { return fn(k.(K), v.(V), ts) }
+		}
+	}
 	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
 }
 

@@ -23,6 +23,9 @@ var (
 	ErrForeignHandle    = errors.New("topology: handle from another topology")
 	ErrAlreadyBuilt     = errors.New("topology: already built")
 	ErrInvalidTopicName = errors.New("topology: invalid topic name")
+	ErrInvalidWindow    = errors.New("topology: invalid window")
+	ErrTypeMismatch     = errors.New("topology: type mismatch")
+	ErrNoAggregation    = errors.New("topology: late records of a windowed stream with no aggregation")
 )
 
 // Topology collects the operators of one job. The zero value is not usable;
@@ -143,6 +146,14 @@ func (t *Topology) Build() (*Built, error) {
 				}
 				plan.StoreSub[s] = sub.ID
 				sub.Stores = append(sub.Stores, s)
+			}
+		}
+		// The task's time state lives in the first windowed store, by
+		// name, so that it stays put when the topology is edited.
+		for _, s := range slices.Sorted(slices.Values(sub.Stores)) {
+			if t.stores[s] != nil && t.stores[s].Windowed {
+				sub.TimeStore = s
+				break
 			}
 		}
 		if len(sub.Sources) == 0 {

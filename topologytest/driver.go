@@ -100,7 +100,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		}
 		// Anchor wall-clock schedules at the initial clock, as the
 		// Kafka driver's loop does right after a task opens.
-		if err := tk.Punctuate(exec.WallClockTime, d.wall); err != nil {
+		if err := tk.Tick(d.wall); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -160,12 +160,25 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 }
 
 // step runs fn, then everything it sent to internal topics, then commits.
+// Flushing announces watermarks downstream through the internal topics,
+// which are processed before the commit too, so a windowed result that an
+// input record makes due is out once Pipe returns.
 func (d *Driver) step(fn func() error) error {
 	err := fn()
-	for err == nil && len(d.queue) > 0 {
-		r := d.queue[0]
-		d.queue = d.queue[1:]
-		err = d.bySource[r.Topic].Process(r)
+	for err == nil {
+		for err == nil && len(d.queue) > 0 {
+			r := d.queue[0]
+			d.queue = d.queue[1:]
+			err = d.bySource[r.Topic].Process(r)
+		}
+		for _, t := range d.tasks {
+			if err == nil {
+				err = t.Flush()
+			}
+		}
+		if len(d.queue) == 0 {
+			break
+		}
 	}
 	if err != nil {
 		d.queue = nil
@@ -173,9 +186,6 @@ func (d *Driver) step(fn func() error) error {
 			t.Abort()
 		}
 		return err
-	}
-	for _, t := range d.tasks {
-		t.Flush()
 	}
 	for _, t := range d.tasks {
 		if err := t.Commit(); err != nil {
@@ -191,7 +201,7 @@ func (d *Driver) AdvanceWallClock(dt time.Duration) error {
 	d.wall += dt.Milliseconds()
 	return d.step(func() error {
 		for _, t := range d.tasks {
-			if err := t.Punctuate(exec.WallClockTime, d.wall); err != nil {
+			if err := t.Tick(d.wall); err != nil {
 				return err
 			}
 		}
@@ -291,4 +301,24 @@ func KeyValueStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topo
 		return nil, fmt.Errorf("topologytest: no store %q", m.Name())
 	}
 	return m.View(tk.Store(m.Name())), nil
+}
+
+// WindowStore returns the named window or session store of the topology
+// (made by a windowed aggregation), typed by its materialization. Reads see
+// the committed state: the windows not yet expired.
+func WindowStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topology.WindowStore[K, V], error) {
+	tk := d.byStore[m.Name()]
+	if tk == nil {
+		return nil, fmt.Errorf("topologytest: no store %q", m.Name())
+	}
+	return m.WindowView(tk.Store(m.Name())), nil
+}
+
+// Watermark returns the watermark of the task that owns the named store.
+func (d *Driver) Watermark(storeName string) (int64, error) {
+	tk := d.byStore[storeName]
+	if tk == nil {
+		return 0, fmt.Errorf("topologytest: no store %q", storeName)
+	}
+	return tk.Watermark(), nil
 }

@@ -66,7 +66,39 @@ type Context interface {
 	StreamTime() int64
 	// Schedule calls fn every interval of the given clock until cancel.
 	Schedule(interval time.Duration, typ PunctuationType, fn func(ts int64) error) (cancel func())
+	// Watermark is the task's event-time watermark (window.NoWatermark
+	// until every input has reported): no more records at or below it are
+	// expected.
+	Watermark() int64
+	// Children names the node's children, in the order they were added.
+	Children() []string
+	// CountLate counts a record that arrived after its windows closed.
+	CountLate()
 }
+
+// WatermarkListener is implemented by processors that act on event time
+// (windows, timers). The task calls OnWatermark, in topological order, each
+// time its watermark advances, after the record that advanced it; what the
+// processor forwards from there flows downstream before the next
+// processor's OnWatermark runs.
+type WatermarkListener interface {
+	OnWatermark(wm int64) error
+}
+
+// Source timestamp kinds.
+type TimestampKind int
+
+const (
+	// RecordTime uses the record's timestamp: its create time, or the
+	// log-append time when the topic is configured with
+	// message.timestamp.type=LogAppendTime (ingestion time).
+	RecordTime TimestampKind = iota
+	// PayloadTime extracts the timestamp from the decoded record
+	// (Node.Extract).
+	PayloadTime
+	// ProcessingTime uses the wall clock when the task reads the record.
+	ProcessingTime
+)
 
 // Kind is the kind of a node.
 type Kind int
@@ -93,6 +125,11 @@ type Node struct {
 	// Source: Decode turns raw bytes into the typed key and value. A nil
 	// key or value (Kafka null) is passed to Decode as nil.
 	Decode func(key, value []byte) (k, v any, err error)
+	// Source: where event time comes from, and how the source's
+	// watermark follows it (nil: window.Monotonous()).
+	Time      TimestampKind
+	Extract   func(k, v any, recordTs int64) int64
+	Watermark WatermarkStrategy
 	// Source: DeadLetter names the dead-letter topic of records read by
 	// this source (default: the application's, <application.id>-dlq).
 	DeadLetter string
@@ -119,6 +156,26 @@ type Store struct {
 	// Cache folds repeated updates of a key within a commit into one
 	// changelog record.
 	Cache bool
+	// Windowed stores (window, session and timer stores) have keys laid
+	// out by sluice, expire their entries as the watermark passes, and have
+	// compact,delete changelogs retained for Retention; the first of a
+	// sub-topology's windowed stores also holds the task's time state under
+	// TimeStateKey, so that it commits with everything else.
+	Windowed  bool
+	Retention time.Duration
+}
+
+// TimeStateKey is the key, in the first windowed store of a sub-topology,
+// of the task's committed time state (watermarks and stream time). Window
+// store keys all begin with a lower-case letter, so it cannot collide.
+var TimeStateKey = []byte("T")
+
+// WatermarkStrategy is window.Strategy, named here to keep the contract
+// free of the window package's other types.
+type WatermarkStrategy interface {
+	Next(ts, prev int64) int64
+	Validate() error
+	String() string
 }
 
 // SubTopology is a connected part of the plan: the unit of a task.
@@ -127,6 +184,10 @@ type SubTopology struct {
 	Sources []*Node // in creation order
 	Nodes   []*Node // all nodes, in creation order
 	Stores  []string
+	// TimeStore is the store holding the task's time state, "" if the
+	// sub-topology has no windowed store (its time is then not persisted:
+	// nothing it decides depends on it).
+	TimeStore string
 }
 
 // SourceTopics lists the topics the sub-topology reads, with whether each
@@ -157,6 +218,11 @@ const (
 	HeaderSourceTimestamp = "sluice.source.timestamp"
 	HeaderErrorClass      = "sluice.error.class"
 	HeaderErrorMessage    = "sluice.error.message"
+	// HeaderWatermark marks a watermark record on a repartition topic: no
+	// key, the value is the writer's watermark (8 bytes, big-endian) and a
+	// flags byte (bit 0: the writer is idle); the header's value is the
+	// writer's partition (decimal). Readers take it out of the stream.
+	HeaderWatermark = "sluice.watermark"
 )
 
 // ErrorClass says where a record failed.

@@ -62,9 +62,13 @@ type Task struct {
 	clOffsets map[string]int64
 
 	streamTime, committedStreamTime int64
+	clock                           clock
+	wall                            int64 // the last wall-clock time the driver passed in
+	firing                          bool  // inside a watermark listener
 	cur                             recordMeta
 	punctuators                     []*punctuator
 	processed                       int64
+	late                            int64
 }
 
 type sent struct {
@@ -171,6 +175,18 @@ type Config struct {
 	// headers); a larger one is a production error. Default
 	// DefaultMaxRecordBytes, Kafka's default message.max.bytes.
 	MaxRecordBytes int
+	// InternalPartitions gives the width of each repartition topic (by
+	// runtime name) the task reads or writes: the number of upstream
+	// writers whose watermarks a reader combines, and the partitions a
+	// writer announces its watermark to. Missing: 1.
+	InternalPartitions map[string]int32
+	// OnLate, if set, is told of every record that arrived after its
+	// windows closed (for metrics).
+	OnLate func()
+	// IdleTimeout, if positive, excludes an input from the watermark after
+	// that long without records (see window.IdleTimeout): the one
+	// wall-clock input of event time.
+	IdleTimeout time.Duration
 }
 
 // DefaultMaxRecordBytes is Kafka's default message.max.bytes.
@@ -213,6 +229,9 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		engines:    map[string]store.Engine{},
 		clOffsets:  map[string]int64{},
 		streamTime: -1, committedStreamTime: -1,
+	}
+	if err := t.newClock(); err != nil {
+		return nil, err
 	}
 	insts := map[*exec.Node]*nodeInst{}
 	for _, n := range sub.Nodes {
@@ -286,8 +305,12 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 	return t, nil
 }
 
-// Init initializes the operators, after restore.
+// Init loads the committed time state and initializes the operators, after
+// restore.
 func (t *Task) Init() error {
+	if err := t.loadTime(); err != nil {
+		return err
+	}
 	for _, ni := range t.nodes {
 		if ni.node.Kind != exec.KindProcessor {
 			continue
@@ -313,13 +336,22 @@ func (t *Task) Process(r *kgo.Record) error {
 	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
 	defer func() { t.cur = recordMeta{} }()
 	t.processed++
+	if src.node.Internal && len(r.Headers) > 0 && r.Headers[0].Key == exec.HeaderWatermark {
+		if err := t.watermarkRecord(r, r.Headers[0].Value); err != nil {
+			return t.failed(exec.Deserialization, src.node, src.node, r, err)
+		}
+		return t.advance()
+	}
 	k, v, err := src.node.Decode(r.Key, r.Value)
 	if err != nil {
 		return t.failed(exec.Deserialization, src.node, src.node, r, err)
 	}
-	ts := r.Timestamp.UnixMilli()
-	if ts < 0 || ts > MaxTimestamp {
-		return t.failed(exec.Deserialization, src.node, src.node, r, fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts))
+	ts, err := t.timestamp(src.node, k, v, r)
+	if err == nil && (ts < 0 || ts > MaxTimestamp) {
+		err = fmt.Errorf("%w: %d", ErrInvalidTimestamp, ts)
+	}
+	if err != nil {
+		return t.failed(exec.Deserialization, src.node, src.node, r, err)
 	}
 	var hs []exec.Header
 	if len(r.Headers) > 0 {
@@ -339,11 +371,14 @@ func (t *Task) Process(r *kgo.Record) error {
 		return t.failed(class, node, src.node, r, err)
 	}
 	t.release()
+	t.observe(src.node, r.Topic, ts)
 	if ts > t.streamTime {
 		t.streamTime = ts
-		return t.Punctuate(exec.StreamTime, ts)
+		if err := t.Punctuate(exec.StreamTime, ts); err != nil {
+			return err
+		}
 	}
-	return nil
+	return t.advance()
 }
 
 // run forwards rec from the source, turning a panic in user code into a
@@ -368,25 +403,11 @@ func (t *Task) failed(class exec.ErrorClass, node, src *exec.Node, r *kgo.Record
 		Class: class, Node: node.Name, Topic: r.Topic, Partition: r.Partition,
 		Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Err: cause,
 	}
-	h := node.OnError
-	if h == nil {
-		h = t.cfg.Errors[class]
-	}
-	action := DefaultAction(class)
-	if h != nil {
-		action = h(ec)
-	}
 	dlq := src.DeadLetter
 	if dlq == "" {
 		dlq = t.cfg.DeadLetter
 	}
-	if action == exec.DeadLetter && dlq == "" {
-		action = exec.Fail // nowhere to write it: never drop silently
-	}
-	if t.cfg.OnAction != nil {
-		t.cfg.OnAction(ec, action)
-	}
-	switch action {
+	switch t.decide(node, ec, dlq != "") {
 	case exec.Continue:
 		return nil
 	case exec.DeadLetter:
@@ -394,6 +415,26 @@ func (t *Task) failed(class exec.ErrorClass, node, src *exec.Node, r *kgo.Record
 		return nil
 	}
 	return fmt.Errorf("processor: task %s: %s error in %s at %s/%d@%d: %w", t.id, class, node.Name, r.Topic, r.Partition, r.Offset, cause)
+}
+
+// decide asks the error handler of node (or the application's, or the
+// default) what to do, and reports the action taken.
+func (t *Task) decide(node *exec.Node, ec exec.ErrorContext, canDeadLetter bool) exec.Action {
+	h := node.OnError
+	if h == nil {
+		h = t.cfg.Errors[ec.Class]
+	}
+	action := DefaultAction(ec.Class)
+	if h != nil {
+		action = h(ec)
+	}
+	if action == exec.DeadLetter && !canDeadLetter {
+		action = exec.Fail // nowhere to write it: never drop silently
+	}
+	if t.cfg.OnAction != nil {
+		t.cfg.OnAction(ec, action)
+	}
+	return action
 }
 
 // deadLetter writes the original record with its origin in headers
@@ -434,12 +475,30 @@ func (t *Task) Punctuate(typ exec.PunctuationType, now int64) error {
 	return nil
 }
 
-// Flush hands every store's folded writes to the changelog; called before
-// the transaction ends.
-func (t *Task) Flush() {
+// Flush announces the task's watermark downstream, saves its time state and
+// hands every store's folded writes to the changelog; called before the
+// transaction ends.
+func (t *Task) Flush() error {
+	t.announce()
+	if err := t.saveTime(); err != nil {
+		return err
+	}
 	for _, name := range t.order {
 		t.stores[name].Flush()
 	}
+	return nil
+}
+
+// Tick passes the wall clock in (milliseconds): processing-time sources
+// read it, idle inputs time out (only with an IdleTimeout), which may
+// advance the watermark, and wall-clock punctuations fire.
+func (t *Task) Tick(now int64) error {
+	t.wall = now
+	t.clock.tracker.Tick(now)
+	if err := t.advance(); err != nil {
+		return err
+	}
+	return t.Punctuate(exec.WallClockTime, now)
 }
 
 // Commit applies the stage to the engines with the changelog offsets the
@@ -460,6 +519,7 @@ func (t *Task) Commit() error {
 		}
 	}
 	t.committedStreamTime = t.streamTime
+	t.commitTime()
 	return nil
 }
 
@@ -473,6 +533,7 @@ func (t *Task) Abort() {
 		t.stores[name].Abort()
 	}
 	t.streamTime = t.committedStreamTime
+	t.abortTime()
 }
 
 func (t *Task) Close() error {
@@ -538,14 +599,41 @@ func (n *nodeInst) receive(r exec.Record) error {
 	return err
 }
 
-func (n *nodeInst) Forward(r exec.Record) error { return n.forward(r) }
+// Forward passes r on. Inside a watermark listener, each forward of the
+// listener's own is a unit of its own (Task.fire).
+func (n *nodeInst) Forward(r exec.Record) error {
+	if n.t.firing && !n.t.buffering {
+		return n.t.fire(n, r.Timestamp, func() error { return n.forward(r) })
+	}
+	return n.forward(r)
+}
 
 func (n *nodeInst) ForwardTo(child string, r exec.Record) error {
 	c := n.byName[child]
 	if c == nil {
 		return fmt.Errorf("processor: %s has no child %q", n.node.Name, child)
 	}
+	if n.t.firing && !n.t.buffering {
+		return n.t.fire(n, r.Timestamp, func() error { return c.receive(r) })
+	}
 	return c.receive(r)
+}
+
+func (n *nodeInst) CountLate() {
+	n.t.late++
+	if n.t.cfg.OnLate != nil {
+		n.t.cfg.OnLate()
+	}
+}
+
+func (n *nodeInst) Watermark() int64 { return n.t.clock.tracker.Watermark() }
+
+func (n *nodeInst) Children() []string {
+	names := make([]string, len(n.children))
+	for i, c := range n.children {
+		names[i] = c.node.Name
+	}
+	return names
 }
 
 func (n *nodeInst) Store(name string) *store.Staged { return n.t.stores[name] }
@@ -600,3 +688,6 @@ func (t *Task) Store(name string) *store.Staged { return t.stores[name] }
 
 // Processed counts the input records the task has processed.
 func (t *Task) Processed() int64 { return t.processed }
+
+// Late counts the records that arrived after their windows closed.
+func (t *Task) Late() int64 { return t.late }

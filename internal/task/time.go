@@ -1,0 +1,315 @@
+package task
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// clock is a task's event time: one watermark input per user source topic
+// (the task reads one partition of each) and one per upstream writer of each
+// repartition topic (a writer announces its watermark in watermark records,
+// see exec.HeaderWatermark). The task's watermark is the minimum over the
+// inputs that are not idle (window.Tracker).
+//
+// The state that decisions depend on — the tracker and the stream time — is
+// kept in the sub-topology's time store and committed with the offsets,
+// so a restarted or replaying task decides the same (invariant 5).
+type clock struct {
+	tracker *window.Tracker
+	base    map[string]int // runtime source topic → its first input
+	// sinks are the repartition topics the task writes, with their widths:
+	// each partition gets the task's watermark.
+	sinks []sinkTopic
+
+	fired int64 // watermark the listeners last saw
+
+	// announced is the watermark and idleness last written to the sinks,
+	// in the open transaction and at the last commit.
+	announced, committedAnnounced announcement
+
+	committed []byte // tracker state at the last commit
+	saved     []byte // time state last written to the time store
+}
+
+type sinkTopic struct {
+	topic      string
+	partitions int32
+}
+
+type announcement struct {
+	wm   int64
+	idle bool
+}
+
+// newClock lays out the inputs of sub as seen by task t.
+func (t *Task) newClock() error {
+	c := &t.clock
+	c.base = map[string]int{}
+	n := 0
+	for _, src := range t.sub.Sources {
+		for _, topic := range src.Topics {
+			width := int32(1)
+			if src.Internal {
+				topic = InternalTopic(t.appID, topic)
+				width = t.cfg.InternalPartitions[topic]
+				if width < 1 {
+					width = 1
+				}
+			}
+			c.base[topic] = n
+			n += int(width)
+		}
+	}
+	for _, node := range t.sub.Nodes {
+		if node.Kind == exec.KindSink && node.Internal {
+			topic := InternalTopic(t.appID, node.Topics[0])
+			c.sinks = append(c.sinks, sinkTopic{topic, max(1, t.cfg.InternalPartitions[topic])})
+		}
+	}
+	var opts []window.TrackerOpt
+	if t.cfg.IdleTimeout > 0 {
+		opts = append(opts, window.IdleTimeout(t.cfg.IdleTimeout))
+	}
+	// Every input is fed with Advance, each source applying its own
+	// strategy, so the tracker's own strategy is never used.
+	tr, err := window.NewTracker(window.Monotonous(), n, opts...)
+	if err != nil {
+		return fmt.Errorf("processor: task %s: %w", t.id, err)
+	}
+	c.tracker = tr
+	c.fired = window.NoWatermark
+	c.announced = announcement{wm: window.NoWatermark}
+	c.committedAnnounced = c.announced
+	c.committed, _ = tr.MarshalBinary()
+	return nil
+}
+
+// Watermark is the task's watermark.
+func (t *Task) Watermark() int64 { return t.clock.tracker.Watermark() }
+
+// timestamp is the event time of a decoded record read by src.
+func (t *Task) timestamp(src *exec.Node, k, v any, r *kgo.Record) (ts int64, err error) {
+	switch src.Time {
+	case exec.ProcessingTime:
+		return t.wall, nil
+	case exec.PayloadTime:
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("timestamp extractor panicked: %v", p)
+			}
+		}()
+		return src.Extract(k, v, r.Timestamp.UnixMilli()), nil
+	}
+	return r.Timestamp.UnixMilli(), nil
+}
+
+// observe feeds an accepted record's timestamp to its input's watermark.
+// Records of repartition topics carry no watermark of their own: their
+// writers announce it.
+func (t *Task) observe(src *exec.Node, topic string, ts int64) {
+	if src.Internal {
+		return
+	}
+	i := t.clock.base[topic]
+	s := src.Watermark
+	if s == nil {
+		s = window.Monotonous()
+	}
+	tr := t.clock.tracker
+	tr.Advance(i, s.Next(ts, tr.InputWatermark(i)))
+}
+
+// watermarkRecord applies a writer's announcement read from a repartition
+// topic.
+func (t *Task) watermarkRecord(r *kgo.Record, writer []byte) error {
+	w, err := strconv.Atoi(string(writer))
+	base := t.clock.base[r.Topic]
+	width := max(1, int(t.cfg.InternalPartitions[r.Topic]))
+	if err != nil || w < 0 || w >= width || len(r.Value) != 9 {
+		return fmt.Errorf("malformed watermark record (writer %q, %d bytes)", writer, len(r.Value))
+	}
+	if r.Value[8]&1 != 0 {
+		t.clock.tracker.SetIdle(base + w)
+	} else {
+		t.clock.tracker.Advance(base+w, int64(binary.BigEndian.Uint64(r.Value)))
+	}
+	return nil
+}
+
+// advance tells the watermark listeners, in topological order, that the
+// watermark moved. What a listener forwards runs as units of its own (see
+// nodeInst.Forward), so one failing result is handled by the error policy
+// without undoing the others.
+func (t *Task) advance() error {
+	wm := t.clock.tracker.Watermark()
+	if wm <= t.clock.fired {
+		return nil
+	}
+	t.clock.fired = wm
+	for _, ni := range t.nodes {
+		l, ok := ni.proc.(exec.WatermarkListener)
+		if !ok {
+			continue
+		}
+		if err := t.listen(ni, func() error { return l.OnWatermark(wm) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listen runs a listener's callback with ni as the running node; a panic
+// in the listener itself (not in what it forwards) stops the task.
+func (t *Task) listen(ni *nodeInst, fn func() error) (err error) {
+	prev := t.firing
+	t.firing = true
+	t.curNode = ni.node
+	defer func() {
+		t.firing, t.curNode = prev, nil
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+		if err != nil {
+			err = fmt.Errorf("processor: task %s: %s at watermark %d: %w", t.id, ni.node.Name, t.clock.fired, err)
+		}
+	}()
+	return fn()
+}
+
+// fire runs one result forwarded by a listener as a unit: on failure its
+// writes and records are rolled back and the error policy decides. Fail
+// stops the task; Continue drops the result; DeadLetter, having no input
+// record to write, drops it too. Either way the action is logged and
+// counted (OnAction), never silent.
+func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
+	t.begin()
+	err := t.runFrom(ni, fn)
+	if err == nil {
+		t.release()
+		return nil
+	}
+	t.rollback()
+	node, class := ni.node, exec.Processing
+	var ne *nodeError
+	if errors.As(err, &ne) {
+		node, class, err = ne.node, ne.class, ne.err
+	}
+	ec := exec.ErrorContext{Class: class, Node: node.Name, Timestamp: ts, Err: err}
+	if c := t.cur; c.ok {
+		ec.Topic, ec.Partition, ec.Offset = c.topic, c.partition, c.offset
+	}
+	if t.decide(node, ec, false) == exec.Fail {
+		return fmt.Errorf("processor: task %s: %s error in %s firing at watermark %d: %w", t.id, class, node.Name, t.clock.fired, err)
+	}
+	return nil
+}
+
+// runFrom runs fn, a forward from ni, turning a panic downstream into a
+// processing error of the node it happened in.
+func (t *Task) runFrom(ni *nodeInst, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			node := t.curNode
+			if node == nil {
+				node = ni.node
+			}
+			err = &nodeError{node: node, class: exec.Processing, err: fmt.Errorf("panic: %v", p)}
+		}
+		t.curNode = ni.node
+	}()
+	return fn()
+}
+
+// announce writes the task's watermark to every partition of every
+// repartition topic it writes, when it changed: downstream tasks take the
+// minimum over their writers.
+func (t *Task) announce() {
+	c := &t.clock
+	now := announcement{wm: c.tracker.Watermark(), idle: c.tracker.Idle()}
+	if len(c.sinks) == 0 || now == c.announced || now.wm == window.NoWatermark && !now.idle {
+		return
+	}
+	c.announced = now
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 9), uint64(now.wm))
+	var flags byte
+	if now.idle {
+		flags = 1
+	}
+	v = append(v, flags)
+	writer := []byte(strconv.Itoa(int(t.id.Partition)))
+	ts := time.UnixMilli(max(0, min(now.wm, MaxTimestamp)))
+	for _, s := range c.sinks {
+		for p := range s.partitions {
+			t.send(&kgo.Record{
+				Topic: s.topic, Partition: p, Value: v, Timestamp: ts,
+				Headers: []kgo.RecordHeader{{Key: exec.HeaderWatermark, Value: writer}},
+			}, nil)
+		}
+	}
+}
+
+// Time state, version 1: version uint8, stream time int64, then the
+// tracker's state (window.Tracker.MarshalBinary).
+const timeStateVersion = 1
+
+// saveTime writes the time state to the time store when it changed, before
+// the stores flush, so it commits with the offsets it reflects.
+func (t *Task) saveTime() error {
+	if t.sub.TimeStore == "" {
+		return nil
+	}
+	b := []byte{timeStateVersion}
+	b = binary.BigEndian.AppendUint64(b, uint64(t.streamTime))
+	b, _ = t.clock.tracker.AppendBinary(b)
+	if string(b) == string(t.clock.saved) {
+		return nil
+	}
+	t.clock.saved = b
+	return t.stores[t.sub.TimeStore].Put(exec.TimeStateKey, b)
+}
+
+// loadTime restores the committed time state, after the stores restored.
+func (t *Task) loadTime() error {
+	if t.sub.TimeStore == "" {
+		return nil
+	}
+	b, ok, err := t.stores[t.sub.TimeStore].Get(exec.TimeStateKey)
+	if err != nil || !ok {
+		return err
+	}
+	if len(b) < 9 || b[0] != timeStateVersion {
+		return fmt.Errorf("processor: task %s: time state in store %s: %w", t.id, t.sub.TimeStore, window.ErrCorrupt)
+	}
+	if err := t.clock.tracker.UnmarshalBinary(b[9:]); err != nil {
+		return fmt.Errorf("processor: task %s: time state in store %s (did the topology's inputs change? reset the application): %w", t.id, t.sub.TimeStore, err)
+	}
+	t.streamTime = int64(binary.BigEndian.Uint64(b[1:]))
+	t.committedStreamTime = t.streamTime
+	t.clock.saved = append([]byte(nil), b...)
+	t.clock.committed = append([]byte(nil), b[9:]...)
+	// The listeners' state is as of this watermark already.
+	t.clock.fired = t.clock.tracker.Watermark()
+	return nil
+}
+
+// commitTime remembers the committed time state, to return to on abort.
+func (t *Task) commitTime() {
+	t.clock.committed, _ = t.clock.tracker.AppendBinary(t.clock.committed[:0])
+	t.clock.committedAnnounced = t.clock.announced
+}
+
+// abortTime returns to the committed time state.
+func (t *Task) abortTime() {
+	_ = t.clock.tracker.UnmarshalBinary(t.clock.committed)
+	t.clock.announced = t.clock.committedAnnounced
+	t.clock.fired = t.clock.tracker.Watermark()
+	t.clock.saved = nil
+}

@@ -1,0 +1,85 @@
+package topologytest_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/topologytest"
+	"github.com/sluice-streams/sluice/window"
+)
+
+func TestTumblingCountFiresOnWatermark(t *testing.T) {
+	tp := topology.New()
+	in := topology.From(tp, "in", serde.String, serde.String, topology.Watermarks(window.BoundedOutOfOrderness(10*time.Millisecond)))
+	ws := topology.WindowedBy(topology.GroupByKey(in), window.Tumbling(100*time.Millisecond), topology.AllowedLateness(20*time.Millisecond))
+	m := topology.Materialized("counts", serde.String, serde.Int64)
+	counts := topology.CountWindows(ws, m)
+	topology.To(topology.Map(topology.ToStream(counts), func(w topology.Windowed[string], n int64) (string, string) {
+		return fmt.Sprintf("%s@%d", w.Key, w.Window.Start), fmt.Sprint(n)
+	}), "out", serde.String, serde.String)
+	topology.To(topology.LateRecords(ws), "late", serde.String, serde.String)
+	d, err := topologytest.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := topologytest.NewInputTopic(d, "in", serde.String, serde.String)
+	out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
+	late := topologytest.NewOutputTopic(d, "late", serde.String, serde.String)
+	steps := []struct {
+		ts       int64
+		key      string
+		wantOut  []string
+		wantLate []string
+	}{
+		{10, "a", nil, nil},
+		{99, "a", nil, nil},
+		{100, "b", nil, nil},               // wm 89
+		{109, "a", nil, nil},               // wm 98: window [0,100) fires at wm 99
+		{110, "b", []string{"a@0=2"}, nil}, // wm 99
+		{50, "a", []string{"a@0=3"}, nil},  // late within lateness: refire
+		{130, "c", nil, nil},               // wm 119: [0,100) closes (99+20)
+		{60, "a", nil, []string{"a"}},      // beyond lateness
+		{210, "c", []string{"a@100=1", "b@100=2", "c@100=1"}, nil},
+	}
+	for i, s := range steps {
+		if err := pipe.Pipe(s.key, "v", s.ts); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := out.ReadRecords()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Key+"="+r.Value)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(s.wantOut) {
+			t.Errorf("step %d (ts %d): out %v, want %v", i, s.ts, got, s.wantOut)
+		}
+		ls, _ := late.ReadRecords()
+		var gotLate []string
+		for _, r := range ls {
+			gotLate = append(gotLate, r.Key)
+		}
+		if fmt.Sprint(gotLate) != fmt.Sprint(s.wantLate) {
+			t.Errorf("step %d (ts %d): late %v, want %v", i, s.ts, gotLate, s.wantLate)
+		}
+	}
+	st, err := topologytest.WindowStore(d, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	st.All(func(w topology.Windowed[string], n int64) error {
+		kept = append(kept, fmt.Sprintf("%s@%d=%d", w.Key, w.Window.Start, n))
+		return nil
+	})
+	// wm is 199: [100,200) fired and expires at 219; [200,300) is open.
+	if want := "[a@100=1 b@100=2 c@100=1 c@200=1]"; fmt.Sprint(kept) != want {
+		t.Errorf("kept %v, want %s", kept, want)
+	}
+}
