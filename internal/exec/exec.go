@@ -66,9 +66,11 @@ type Context interface {
 	StreamTime() int64
 	// Schedule calls fn every interval of the given clock until cancel.
 	Schedule(interval time.Duration, typ PunctuationType, fn func(ts int64) error) (cancel func())
-	// Watermark is the task's event-time watermark (window.NoWatermark
-	// until every input has reported): no more records at or below it are
-	// expected.
+	// Watermark is the event-time watermark (window.NoWatermark until
+	// every input has reported): no more records at or below it are
+	// expected. While a record is processed it is the watermark the record
+	// is judged against (see HeaderRecordWatermark), which is never below
+	// the task's; in a listener, the task's.
 	Watermark() int64
 	// Children names the node's children, in the order they were added.
 	Children() []string
@@ -223,6 +225,10 @@ const (
 	// flags byte (bit 0: the writer is idle); the header's value is the
 	// writer's partition (decimal). Readers take it out of the stream.
 	HeaderWatermark = "sluice.watermark"
+	// HeaderRecordWatermark carries, on a record of a repartition topic,
+	// the watermark it is judged against (8 bytes, big-endian): the one
+	// of the task that read it from a user topic. Readers take it off.
+	HeaderRecordWatermark = "sluice.wm"
 )
 
 // ErrorClass says where a record failed.

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/store"
+	"github.com/sluice-streams/sluice/window"
 )
 
 // ID is (sub-topology, partition), printed as "1_3".
@@ -65,6 +67,7 @@ type Task struct {
 	clock                           clock
 	wall                            int64 // the last wall-clock time the driver passed in
 	firing                          bool  // inside a watermark listener
+	recWM                           int64 // see Process
 	cur                             recordMeta
 	punctuators                     []*punctuator
 	processed                       int64
@@ -353,12 +356,19 @@ func (t *Task) Process(r *kgo.Record) error {
 	if err != nil {
 		return t.failed(exec.Deserialization, src.node, src.node, r, err)
 	}
+	// The watermark a record is judged against (lateness) is the one of
+	// the task that read it from a user topic, carried along through
+	// repartition topics: it then depends only on that input partition's
+	// records, not on how the writers of a repartition topic interleave,
+	// so a replay from scratch judges every record the same (invariant 5).
+	t.recWM = t.clock.tracker.Watermark()
 	var hs []exec.Header
-	if len(r.Headers) > 0 {
-		hs = make([]exec.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			hs[i] = exec.Header{Key: h.Key, Value: h.Value}
+	for _, h := range r.Headers {
+		if src.node.Internal && h.Key == exec.HeaderRecordWatermark && len(h.Value) == 8 {
+			t.recWM = max(t.recWM, int64(binary.BigEndian.Uint64(h.Value)))
+			continue
 		}
+		hs = append(hs, exec.Header{Key: h.Key, Value: h.Value})
 	}
 	t.begin()
 	if err := t.run(src, exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}); err != nil {
@@ -589,7 +599,11 @@ func (n *nodeInst) receive(r exec.Record) error {
 	case exec.KindSink:
 		var k, v []byte
 		if k, v, err = n.node.Encode(r.Key, r.Value); err == nil {
-			err = n.Send(n.topic, false, k, v, r.Headers, r.Timestamp)
+			hs := r.Headers
+			if n.node.Internal && n.t.recWM != window.NoWatermark {
+				hs = append(hs[:len(hs):len(hs)], exec.Header{Key: exec.HeaderRecordWatermark, Value: binary.BigEndian.AppendUint64(nil, uint64(n.t.recWM))})
+			}
+			err = n.Send(n.topic, false, k, v, hs, r.Timestamp)
 		}
 		err = blame(n.node, exec.Production, err)
 	default:
@@ -626,7 +640,9 @@ func (n *nodeInst) CountLate() {
 	}
 }
 
-func (n *nodeInst) Watermark() int64 { return n.t.clock.tracker.Watermark() }
+// Watermark is the watermark the current record is judged against, or the
+// task's watermark inside a listener.
+func (n *nodeInst) Watermark() int64 { return n.t.recWM }
 
 func (n *nodeInst) Children() []string {
 	names := make([]string, len(n.children))

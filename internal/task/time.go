@@ -169,11 +169,11 @@ func (t *Task) advance() error {
 // listen runs a listener's callback with ni as the running node; a panic
 // in the listener itself (not in what it forwards) stops the task.
 func (t *Task) listen(ni *nodeInst, fn func() error) (err error) {
-	prev := t.firing
-	t.firing = true
+	prev, prevWM := t.firing, t.recWM
+	t.firing, t.recWM = true, t.clock.tracker.Watermark()
 	t.curNode = ni.node
 	defer func() {
-		t.firing, t.curNode = prev, nil
+		t.firing, t.recWM, t.curNode = prev, prevWM, nil
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
 		}
