@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -130,7 +131,10 @@ func runBillingChaos(t *testing.T, cfg chaosConfig) {
 	appID := fmt.Sprintf("billing-chaos-%d", cfg.seed&0xffffffff)
 
 	h := &harness{
-		t:         t,
+		t: t,
+		// Small enough that the generator's oversized bills are
+		// production errors, and far above every good bill's output.
+		run:       []string{"run", "billing", "--max-record-bytes", strconv.Itoa(BillingMaxRecordBytes)},
 		bin:       bin,
 		addrs:     addrs,
 		appID:     appID,
@@ -219,7 +223,7 @@ func runBillingChaos(t *testing.T, cfg chaosConfig) {
 
 	// Drain: every instance is running again; wait for the group to
 	// commit the whole input and for all output to stop growing.
-	h.waitFinished(finishBy, topics)
+	h.waitFinished(finishBy, topics.Input, topics.outputs())
 
 	h.stopAll(time.Minute)
 
@@ -336,7 +340,10 @@ type exitEvent struct {
 }
 
 type harness struct {
-	t         *testing.T
+	t *testing.T
+	// run is the command line of an instance before the common flags,
+	// e.g. run billing --max-record-bytes N.
+	run       []string
 	bin       string
 	addrs     []string
 	appID     string
@@ -360,16 +367,13 @@ func (h *harness) start(inst *instance) {
 	}
 	inst.starts++
 	fmt.Fprintf(inst.log, "\n===== start %d of %s at %s =====\n", inst.starts, inst.id, time.Now().Format(time.RFC3339Nano))
-	args := []string{"run", "billing",
+	args := append(slices.Clone(h.run),
 		"--brokers", strings.Join(h.addrs, ","),
 		"--app-id", h.appID,
 		"--state-dir", inst.dir,
 		"--commit-interval", "1s",
 		"--guarantee", h.guarantee,
-		// Small enough that the generator's oversized bills are
-		// production errors, and far above every good bill's output.
-		"--max-record-bytes", strconv.Itoa(BillingMaxRecordBytes),
-	}
+	)
 	if !h.dynamic {
 		args = append(args, "--instance-id", inst.id)
 	}
@@ -449,7 +453,7 @@ func (h *harness) unexpectedExit(ev exitEvent) {
 // committed all of the input and for every output and internal topic to
 // stop growing. Not finishing is an error, but the check still runs, since
 // its report says what is missing.
-func (h *harness) waitFinished(finishBy time.Time, topics Topics) {
+func (h *harness) waitFinished(finishBy time.Time, input string, outputs []string) {
 	t := h.t
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.addrs...))
@@ -475,7 +479,7 @@ func (h *harness) waitFinished(finishBy time.Time, topics Topics) {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		lag, ends, err := h.progress(ctx, adm, topics)
+		lag, ends, err := h.progress(ctx, adm, input, outputs)
 		cancel()
 		if err != nil {
 			lastState = err.Error()
@@ -503,8 +507,8 @@ func (h *harness) waitFinished(finishBy time.Time, topics Topics) {
 
 // progress returns how far the group's committed offsets are behind the
 // input's end, and the end offsets of every topic the application writes.
-func (h *harness) progress(ctx context.Context, adm *kadm.Client, topics Topics) (int64, map[string]int64, error) {
-	inEnds, err := listOffsets(ctx, adm.ListEndOffsets, []string{topics.Input})
+func (h *harness) progress(ctx context.Context, adm *kadm.Client, input string, outputs []string) (int64, map[string]int64, error) {
+	inEnds, err := listOffsets(ctx, adm.ListEndOffsets, []string{input})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -519,15 +523,15 @@ func (h *harness) progress(ctx context.Context, adm *kadm.Client, topics Topics)
 		return 0, nil, fmt.Errorf("fetching committed offsets: %w", err)
 	}
 	var lag int64
-	for p, end := range inEnds[topics.Input] {
+	for p, end := range inEnds[input] {
 		at := int64(0)
-		if o, ok := committed.Lookup(topics.Input, p); ok && o.At > 0 {
+		if o, ok := committed.Lookup(input, p); ok && o.At > 0 {
 			at = o.At
 		}
 		lag += end - at
 	}
 
-	written := topics.outputs()
+	written := slices.Clone(outputs)
 	tds, err := adm.ListTopics(ctx)
 	if err != nil {
 		return 0, nil, err

@@ -1,0 +1,375 @@
+package integration
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The pageviews example's event-time settings, restated for the oracle (an
+// independent checker does not import the application).
+const (
+	pvBound    = 10_000          // ms of bounded out-of-orderness
+	pvWindow   = 60_000          // ms, tumbling
+	pvLateness = 30_000          // ms, windows and sessions
+	pvGap      = 30 * 60 * 1_000 // ms, session inactivity gap
+)
+
+// PageViewTopics names the pageviews example's topics.
+type PageViewTopics struct {
+	Input, PerMinute, Late, Sessions, DLQ string
+}
+
+// DefaultPageViewTopics returns the names the example uses by default.
+func DefaultPageViewTopics() PageViewTopics {
+	return PageViewTopics{"pageviews", "pageviews-per-minute", "pageviews-late", "user-sessions", "pageviews-dlq"}
+}
+
+func (t PageViewTopics) outputs() []string { return []string{t.PerMinute, t.Late, t.Sessions, t.DLQ} }
+
+// PageViewRecord is one generated input record and the partition it is
+// written to: views are keyed by user, and a user's views share a partition.
+type PageViewRecord struct {
+	Partition int32
+	Key       []byte
+	Value     []byte
+}
+
+// GeneratePageViews makes n views by a population of users who come and go
+// (so sessions close), arriving out of order within the bound, with about 2%
+// far beyond the lateness and 0.5% that are not valid JSON; then one view per
+// partition far in the future, so that every partition's watermark passes
+// the rest and their windows and sessions close.
+func GeneratePageViews(seed int64, n int, partitions int32) []PageViewRecord {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x9a6e))
+	const users, pages, pool, block = 60, 25, 8, 1500
+	var out []PageViewRecord
+	part := func(u int) int32 { return int32(u) % partitions }
+	now := int64(baseTS)
+	for i := range n {
+		now += int64(rng.IntN(900))
+		// Users u with u in [b*4, b*4+pool) of block b are active: each is
+		// active for two blocks, then away for hours.
+		b := i / block
+		u := (b*4 + rng.IntN(pool)) % users
+		user := "u" + strconv.Itoa(u)
+		ts := now - int64(rng.IntN(pvBound+2_000))
+		if rng.IntN(50) == 0 {
+			ts = now - pvLateness - pvWindow - int64(rng.IntN(300_000))
+		}
+		v := mustMarshal(map[string]any{"user": user, "page": "/p" + strconv.Itoa(rng.IntN(pages)), "ts": ts})
+		if rng.IntN(200) == 0 {
+			v = []byte(`{"user": "` + user + `", "page": `) // truncated
+		}
+		out = append(out, PageViewRecord{Partition: part(u), Key: []byte(user), Value: v})
+	}
+	for p := range partitions {
+		u := int(p) // part(u) == p
+		user := "u" + strconv.Itoa(u)
+		v := mustMarshal(map[string]any{"user": user, "page": "/end", "ts": now + 3*pvGap})
+		out = append(out, PageViewRecord{Partition: p, Key: []byte(user), Value: v})
+	}
+	return out
+}
+
+// ProducePageViews writes the views to their partitions, in order, and
+// returns the input log as written.
+func ProducePageViews(ctx context.Context, addrs []string, topic string, views []PageViewRecord) ([]InputRecord, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(20_000))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, len(views))
+	for i, v := range views {
+		recs[i] = &kgo.Record{Partition: v.Partition, Key: v.Key, Value: v.Value}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("producing page views: %w", err)
+	}
+	out := make([]InputRecord, len(recs))
+	for i, r := range recs {
+		out[i] = InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+	}
+	return out, nil
+}
+
+// PageViewOutputs are the committed outputs of a pageviews run, each topic's
+// records in partition-then-offset order.
+type PageViewOutputs map[string][]OutRecord
+
+// OutRecord is an output record as read.
+type OutRecord struct {
+	Partition int32
+	Key       []byte
+	Value     []byte
+	Headers   map[string]string
+}
+
+// PageViewExpectation is what the oracle computes from the input log.
+type PageViewExpectation struct {
+	PerMinute map[string]int64 // "page|start" → count, every closed window
+	Sessions  map[string]int64 // "user|start|end" → views, every closed session
+	Late      map[string]int   // "key\x00value" → how often
+	Dead      map[string]bool  // "partition@offset" of unreadable views
+}
+
+// ExpectPageViews replays the input log partition by partition, as the
+// example's source tasks do: a partition's watermark is max(ts) - bound - 1
+// after each view; a view is late for its minute when window end - 1 +
+// lateness is at or below the watermark before it; a minute closes
+// once the minimum over partitions of their final watermarks reaches that
+// time (the per-minute counts combine every partition); a user's sessions
+// (all in one partition) close on that partition's watermark.
+func ExpectPageViews(input []InputRecord) PageViewExpectation {
+	exp := PageViewExpectation{PerMinute: map[string]int64{}, Sessions: map[string]int64{}, Late: map[string]int{}, Dead: map[string]bool{}}
+	byPart := map[int32][]InputRecord{}
+	for _, r := range input {
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	type session struct{ first, last, views int64 }
+	finalWM := int64(1<<63 - 1)
+	windows := map[string]int64{}
+	closeAt := map[string]int64{}
+	for _, p := range sortedKeys(byPart) {
+		rs := byPart[p]
+		slices.SortFunc(rs, func(a, b InputRecord) int { return cmp.Compare(a.Offset, b.Offset) })
+		wm := int64(-1 << 63)
+		sessions := map[string][]session{}
+		for _, r := range rs {
+			var v struct {
+				User string `json:"user"`
+				Page string `json:"page"`
+				TS   int64  `json:"ts"`
+			}
+			if err := json.Unmarshal(r.Value, &v); err != nil || v.User == "" || v.Page == "" || v.TS < 0 {
+				exp.Dead[fmt.Sprintf("%d@%d", r.Partition, r.Offset)] = true
+				continue
+			}
+			start := v.TS - v.TS%pvWindow
+			if start+pvWindow-1+pvLateness <= wm {
+				exp.Late[string(r.Key)+"\x00"+string(r.Value)]++
+			} else {
+				k := v.Page + "|" + strconv.FormatInt(start, 10)
+				windows[k]++
+				closeAt[k] = start + pvWindow - 1 + pvLateness
+			}
+			// Sessions: merge every session the view is within a gap of.
+			merged := session{v.TS, v.TS, 1}
+			var rest []session
+			for _, s := range sessions[string(r.Key)] {
+				if s.first-pvGap <= v.TS && v.TS <= s.last+pvGap {
+					merged = session{min(merged.first, s.first), max(merged.last, s.last), merged.views + s.views}
+				} else {
+					rest = append(rest, s)
+				}
+			}
+			if merged.last+pvGap+pvLateness > wm {
+				sessions[string(r.Key)] = append(rest, merged)
+			}
+			wm = max(wm, v.TS-pvBound-1)
+			// Close the sessions the watermark passed.
+			for user, ss := range sessions {
+				var open []session
+				for _, s := range ss {
+					if s.last+pvGap+pvLateness <= wm {
+						exp.Sessions[fmt.Sprintf("%s|%d|%d", user, s.first, s.last)] = s.views
+					} else {
+						open = append(open, s)
+					}
+				}
+				sessions[user] = open
+			}
+		}
+		finalWM = min(finalWM, wm)
+	}
+	for k, n := range windows {
+		if closeAt[k] <= finalWM {
+			exp.PerMinute[k] = n
+		}
+	}
+	return exp
+}
+
+// CheckPageViews compares the committed outputs with the expectation: each
+// closed minute and each closed session exactly once with the oracle's
+// count, nothing else; every late view exactly once, unchanged; every
+// unreadable view dead-lettered exactly once.
+func CheckPageViews(topics PageViewTopics, exp PageViewExpectation, out PageViewOutputs) []string {
+	var v []string
+	violate := func(format string, args ...any) {
+		if len(v) < 50 {
+			v = append(v, fmt.Sprintf(format, args...))
+		}
+	}
+	seen := map[string]int{}
+	for _, r := range out[topics.PerMinute] {
+		var pc struct {
+			Start int64 `json:"window_start"`
+			End   int64 `json:"window_end"`
+			Count int64 `json:"count"`
+		}
+		if err := json.Unmarshal(r.Value, &pc); err != nil || pc.End != pc.Start+pvWindow {
+			violate("per-minute: malformed %q", r.Value)
+			continue
+		}
+		k := string(r.Key) + "|" + strconv.FormatInt(pc.Start, 10)
+		seen[k]++
+		want, ok := exp.PerMinute[k]
+		switch {
+		case !ok:
+			violate("per-minute: %s emitted (count %d) but the oracle has it open or empty", k, pc.Count)
+		case seen[k] > 1:
+			violate("per-minute: %s emitted %d times", k, seen[k])
+		case pc.Count != want:
+			violate("per-minute: %s count %d, want %d", k, pc.Count, want)
+		}
+	}
+	for _, k := range sortedKeys(exp.PerMinute) {
+		if seen[k] == 0 {
+			violate("per-minute: %s (count %d) never emitted", k, exp.PerMinute[k])
+		}
+	}
+	seen = map[string]int{}
+	for _, r := range out[topics.Sessions] {
+		var s struct {
+			Start int64 `json:"session_start"`
+			End   int64 `json:"session_end"`
+			Views int64 `json:"views"`
+		}
+		if err := json.Unmarshal(r.Value, &s); err != nil {
+			violate("sessions: malformed %q", r.Value)
+			continue
+		}
+		k := fmt.Sprintf("%s|%d|%d", r.Key, s.Start, s.End)
+		seen[k]++
+		want, ok := exp.Sessions[k]
+		switch {
+		case !ok:
+			violate("sessions: %s emitted (views %d) but the oracle has no such closed session", k, s.Views)
+		case seen[k] > 1:
+			violate("sessions: %s emitted %d times", k, seen[k])
+		case s.Views != want:
+			violate("sessions: %s views %d, want %d", k, s.Views, want)
+		}
+	}
+	for _, k := range sortedKeys(exp.Sessions) {
+		if seen[k] == 0 {
+			violate("sessions: %s (views %d) never emitted", k, exp.Sessions[k])
+		}
+	}
+	late := map[string]int{}
+	for _, r := range out[topics.Late] {
+		late[string(r.Key)+"\x00"+string(r.Value)]++
+	}
+	for _, k := range sortedKeys(late) {
+		if late[k] != exp.Late[k] {
+			violate("late: %q written %d times, want %d", clipString(k), late[k], exp.Late[k])
+		}
+	}
+	for _, k := range sortedKeys(exp.Late) {
+		if late[k] == 0 {
+			violate("late: %q never written", clipString(k))
+		}
+	}
+	dead := map[string]int{}
+	for _, r := range out[topics.DLQ] {
+		dead[r.Headers["sluice.source.partition"]+"@"+r.Headers["sluice.source.offset"]]++
+	}
+	for _, k := range sortedKeys(dead) {
+		if !exp.Dead[k] || dead[k] > 1 {
+			violate("dlq: input %s dead-lettered %d times, want %d", k, dead[k], b2i(exp.Dead[k]))
+		}
+	}
+	for _, k := range sortedKeys(exp.Dead) {
+		if dead[k] == 0 {
+			violate("dlq: input %s never dead-lettered", k)
+		}
+	}
+	return v
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ReadPageViewOutputs reads every committed record of the outputs.
+func ReadPageViewOutputs(ctx context.Context, addrs []string, topics []string) (PageViewOutputs, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := listOffsets(ctx, kadm.NewClient(cl).ListEndOffsets, topics)
+	if err != nil {
+		return nil, err
+	}
+	spans := map[string]map[int32][2]int64{}
+	for t, ps := range ends {
+		spans[t] = map[int32][2]int64{}
+		for p, e := range ps {
+			spans[t][p] = [2]int64{0, e}
+		}
+	}
+	out := PageViewOutputs{}
+	unread, err := readCommitted(ctx, addrs, spans, func(r *kgo.Record) {
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		out[r.Topic] = append(out[r.Topic], OutRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs})
+	})
+	if err == nil && len(unread) > 0 {
+		err = fmt.Errorf("%v", unread)
+	}
+	return out, err
+}
+
+// PerKeySequences is a topic's records as each key's sequence of values:
+// what must be byte-identical between two runs over the same input.
+func PerKeySequences(rs []OutRecord) map[string][][]byte {
+	m := map[string][][]byte{}
+	for _, r := range rs {
+		m[string(r.Key)] = append(m[string(r.Key)], r.Value)
+	}
+	return m
+}
+
+// SortedRecords is a topic's records as a sorted multiset of key and value.
+func SortedRecords(rs []OutRecord) []string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, string(r.Key)+"\x00"+string(r.Value))
+	}
+	sort.Strings(s)
+	return s
+}
+
+// SameSequences reports the keys whose value sequences differ.
+func SameSequences(a, b map[string][][]byte) []string {
+	var diff []string
+	for _, k := range sortedKeys(a) {
+		if !slices.EqualFunc(a[k], b[k], bytes.Equal) {
+			diff = append(diff, k)
+		}
+	}
+	for _, k := range sortedKeys(b) {
+		if _, ok := a[k]; !ok {
+			diff = append(diff, k)
+		}
+	}
+	return diff
+}
