@@ -274,7 +274,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		t := task.ChangelogTopic(a.cfg.appID, name)
 		a.changelogs[t] = true
 		configs := map[string]*string{"cleanup.policy": &compact}
-		if spec := a.plan.Stores[name]; spec.Windowed {
+		if spec := a.plan.Stores[name]; spec.Windowed && spec.Retention > 0 {
 			// Windowed stores expire their own entries; the log may
 			// drop what is older than any window can stay open
 			// (Kafka Streams' windowed changelogs).

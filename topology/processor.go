@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -40,10 +41,36 @@ const (
 
 // ProcessorContext is what a Processor sees of its task.
 type ProcessorContext[KOut, VOut any] struct {
-	c exec.Context
+	c      exec.Context
+	timers map[string]any // store name → *TimerService[KIn]
 }
 
 func (c *ProcessorContext[KOut, VOut]) execContext() exec.Context { return c.c }
+
+// timerService returns the processor's one service for the named timers,
+// made by mk the first time.
+func (c *ProcessorContext[KOut, VOut]) timerService(name string, mk func() any) any {
+	if c.timers == nil {
+		c.timers = map[string]any{}
+	}
+	if s, ok := c.timers[name]; ok {
+		return s
+	}
+	s := mk()
+	c.timers[name] = s
+	return s
+}
+
+// procContext is a *ProcessorContext of any output types.
+type procContext interface {
+	execContext() exec.Context
+	timerService(name string, mk func() any) any
+}
+
+// Watermark is the event-time watermark the current record is judged
+// against (in OnTimer, the task's): no more records at or below it are
+// expected. window.NoWatermark until every input has reported.
+func (c *ProcessorContext[KOut, VOut]) Watermark() int64 { return c.c.Watermark() }
 
 // Forward passes r to every child.
 func (c *ProcessorContext[KOut, VOut]) Forward(r Record[KOut, VOut]) error {
@@ -95,9 +122,17 @@ func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, supplier
 		t.errorf(ErrNilFunction, "Process(%q) needs a supplier", name)
 	}
 	var names []string
+	var timers []TimerSpec[KIn]
 	for _, st := range stores {
-		if st.register(t) {
-			names = append(names, st.Name())
+		if !st.register(t) {
+			continue
+		}
+		names = append(names, st.Name())
+		switch ts := st.(type) {
+		case TimerSpec[KIn]:
+			timers = append(timers, ts)
+		case interface{ timerKeyType() string }:
+			t.errorf(ErrTypeMismatch, "processor %q: timers %q are keyed by %s, not by the processor's input key type", name, st.Name(), ts.timerKeyType())
 		}
 	}
 	n := t.add(&exec.Node{
@@ -105,20 +140,55 @@ func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, supplier
 		Kind:   exec.KindProcessor,
 		Stores: names,
 		New: func() exec.Processor {
-			return &userProc[KIn, VIn, KOut, VOut]{p: supplier()}
+			return &userProc[KIn, VIn, KOut, VOut]{p: supplier(), timers: timers, name: name}
 		},
 	}, s.n)
 	return Stream[KOut, VOut]{t: t, n: n, keyChanged: true}
 }
 
 type userProc[KIn, VIn, KOut, VOut any] struct {
-	p   Processor[KIn, VIn, KOut, VOut]
-	ctx ProcessorContext[KOut, VOut]
+	p       Processor[KIn, VIn, KOut, VOut]
+	ctx     ProcessorContext[KOut, VOut]
+	name    string
+	timers  []TimerSpec[KIn]
+	onTimer func(Timer[KIn]) error
 }
 
 func (u *userProc[KIn, VIn, KOut, VOut]) Init(c exec.Context) error {
 	u.ctx.c = c
+	if len(u.timers) > 0 {
+		tp, ok := u.p.(interface{ OnTimer(Timer[KIn]) error })
+		if !ok {
+			return fmt.Errorf("topology: processor %q has timers but no OnTimer method", u.name)
+		}
+		u.onTimer = tp.OnTimer
+	}
 	return u.p.Init(&u.ctx)
+}
+
+// OnWatermark fires the event-time timers the watermark reached.
+func (u *userProc[KIn, VIn, KOut, VOut]) OnWatermark(wm int64) error {
+	return u.fire(EventTime, wm)
+}
+
+// OnProcessingTime fires the processing-time timers the clock reached.
+func (u *userProc[KIn, VIn, KOut, VOut]) OnProcessingTime(now int64) error {
+	return u.fire(ProcessingTimeDomain, now)
+}
+
+func (u *userProc[KIn, VIn, KOut, VOut]) fire(d TimeDomain, now int64) error {
+	for _, spec := range u.timers {
+		due, err := spec.Open(&u.ctx).due(d, now)
+		if err != nil {
+			return err
+		}
+		for _, tm := range due {
+			if err := u.onTimer(tm); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (u *userProc[KIn, VIn, KOut, VOut]) Process(r exec.Record) error {

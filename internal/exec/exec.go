@@ -79,12 +79,19 @@ type Context interface {
 }
 
 // WatermarkListener is implemented by processors that act on event time
-// (windows, timers). The task calls OnWatermark, in topological order, each
-// time its watermark advances, after the record that advanced it; what the
-// processor forwards from there flows downstream before the next
-// processor's OnWatermark runs.
+// (windows, timers). The task calls OnWatermark, in topological order, after
+// every record and each time its watermark advances; what the processor
+// forwards from there flows downstream before the next processor's
+// OnWatermark runs. It must return at once when nothing is due.
 type WatermarkListener interface {
 	OnWatermark(wm int64) error
+}
+
+// ProcessingTimeListener is implemented by processors with processing-time
+// timers or triggers: the task calls OnProcessingTime with the wall clock
+// each time the driver passes it in, like a WatermarkListener.
+type ProcessingTimeListener interface {
+	OnProcessingTime(now int64) error
 }
 
 // Source timestamp kinds.
@@ -159,10 +166,11 @@ type Store struct {
 	// changelog record.
 	Cache bool
 	// Windowed stores (window, session and timer stores) have keys laid
-	// out by sluice, expire their entries as the watermark passes, and have
-	// compact,delete changelogs retained for Retention; the first of a
-	// sub-topology's windowed stores also holds the task's time state under
-	// TimeStateKey, so that it commits with everything else.
+	// out by sluice and remove their entries as time passes; with a
+	// Retention their changelogs are compact,delete, retained that long.
+	// The first of a sub-topology's windowed stores also holds the task's
+	// time state under TimeStateKey, so that it commits with everything
+	// else.
 	Windowed  bool
 	Retention time.Duration
 }

@@ -508,6 +508,13 @@ func (t *Task) Tick(now int64) error {
 	if err := t.advance(); err != nil {
 		return err
 	}
+	for _, ni := range t.nodes {
+		if l, ok := ni.proc.(exec.ProcessingTimeListener); ok {
+			if err := t.listen(ni, func() error { return l.OnProcessingTime(now) }); err != nil {
+				return err
+			}
+		}
+	}
 	return t.Punctuate(exec.WallClockTime, now)
 }
 

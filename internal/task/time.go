@@ -144,15 +144,14 @@ func (t *Task) watermarkRecord(r *kgo.Record, writer []byte) error {
 	return nil
 }
 
-// advance tells the watermark listeners, in topological order, that the
-// watermark moved. What a listener forwards runs as units of its own (see
-// nodeInst.Forward), so one failing result is handled by the error policy
-// without undoing the others.
+// advance hands the watermark to the listeners, in topological order: after
+// every record (a timer registered at or below the watermark is due at once)
+// and whenever the watermark moves. Listeners keep track of what is due and
+// return at once when nothing is. What a listener forwards runs as units of
+// its own (see nodeInst.Forward), so one failing result is handled by the
+// error policy without undoing the others.
 func (t *Task) advance() error {
 	wm := t.clock.tracker.Watermark()
-	if wm <= t.clock.fired {
-		return nil
-	}
 	t.clock.fired = wm
 	for _, ni := range t.nodes {
 		l, ok := ni.proc.(exec.WatermarkListener)
@@ -178,7 +177,7 @@ func (t *Task) listen(ni *nodeInst, fn func() error) (err error) {
 			err = fmt.Errorf("panic: %v", p)
 		}
 		if err != nil {
-			err = fmt.Errorf("processor: task %s: %s at watermark %d: %w", t.id, ni.node.Name, t.clock.fired, err)
+			err = fmt.Errorf("processor: task %s: %s: %w", t.id, ni.node.Name, err)
 		}
 	}()
 	return fn()
