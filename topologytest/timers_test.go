@@ -95,7 +95,7 @@ func TestTimersFireOncePerKeyInOrder(t *testing.T) {
 		{"c", 1101, "[]"}, // wm 1100: a's old timer was deleted
 		{"c", 1151, "[b event@1150]"},
 		{"c", 1300, "[a event@1180]"}, // c's timers at 1201 and 1251 were moved to 1400
-		{"c", 1500, "[]"}, // the record moves c's timer before its watermark reaches 1400
+		{"c", 1500, "[]"},             // the record moves c's timer before its watermark reaches 1400
 		{"d", 1701, "[c event@1600]"},
 	}
 	for i, s := range steps {
