@@ -46,6 +46,15 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func BenchmarkAssignTumbling(b *testing.B) {
+	w := Tumbling(time.Minute)
+	buf := make([]Bounds, 0, 1)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		buf = w.Assign(buf[:0], int64(i)*997)
+	}
+}
+
 func BenchmarkAssignHopping(b *testing.B) {
 	w := Hopping(time.Minute, 10*time.Second)
 	buf := make([]Bounds, 0, 8)

@@ -56,7 +56,7 @@ type Result struct {
 }
 
 // Scenarios lists the scenario names in run order.
-var Scenarios = []string{"pipe", "stateless", "count", "wordcount", "billing", "restore"}
+var Scenarios = []string{"pipe", "stateless", "count", "windowed", "wordcount", "billing", "restore"}
 
 type scenario struct {
 	name string
@@ -71,12 +71,19 @@ type scenario struct {
 	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (stop func() error, committed func() int64, err error)
 	// prepare, if set, runs before the timed run (in dir).
 	prepare func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
+	// verify, if set, checks the output after the timed run has stopped,
+	// given the preloaded input (with the partitions and offsets it got);
+	// what it returns is added to the note.
+	verify func(ctx context.Context, addrs []string, g txn.Guarantee, input []*kgo.Record) (string, error)
 }
 
 // Run runs the chosen scenarios under exactly_once and at_least_once.
 func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, error) {
 	want := map[string]bool{}
 	for _, s := range cfg.Scenarios {
+		if _, ok := scenarioNamed(s); !ok {
+			return nil, fmt.Errorf("bench: no scenario %q (have %v)", s, Scenarios)
+		}
 		want[s] = true
 	}
 	var out []Result
@@ -214,10 +221,18 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	if werr != nil {
 		return Result{}, werr
 	}
+	note := sc.note
+	if sc.verify != nil {
+		v, err := sc.verify(ctx, addrs, g, recs)
+		if err != nil {
+			return Result{}, fmt.Errorf("verify: %w", err)
+		}
+		note += "; " + v
+	}
 	return Result{
 		Scenario: sc.name, Guarantee: g.String(), Records: len(recs),
 		Seconds: took.Seconds(), PerSecond: float64(len(recs)) / took.Seconds(),
-		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: sc.note,
+		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: note,
 	}, nil
 }
 
@@ -306,6 +321,8 @@ func scenarioList() []scenario {
 			topology.To(topology.ToStream(c), "out", serde.String, serde.Int64Text)
 			return t
 		})},
+		{name: "windowed", input: timedKeyed, note: "count per key in 1-minute tumbling windows, watermark 5 s behind, EmitFinal, Pebble window store",
+			run: runTopology(windowedTopology), verify: verifyWindowed},
 		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic", run: runTopology(func() *topology.Topology {
 			return examples.WordCount("in", "out", "dlq")
 		})},
