@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -195,6 +196,20 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			lo, hi := keyOf(next()), keyOf(next())
 			if got, want := rangeString(t, s, []byte(lo), []byte(hi)), modelRange(merged, lo, hi); got != want {
 				t.Fatalf("Range(%q, %q) = %s, want %s", lo, hi, got, want)
+			}
+			// First is the first entry of the same range.
+			var want string
+			s.Range([]byte(lo), []byte(hi), func(k, v []byte) error {
+				want = fmt.Sprintf("%q=%q", k, v)
+				return errors.New("stop")
+			})
+			k, v, ok, err := s.First([]byte(lo), []byte(hi))
+			got := ""
+			if ok {
+				got = fmt.Sprintf("%q=%q", k, v)
+			}
+			if err != nil || got != want {
+				t.Fatalf("First(%q, %q) = %s, %v; want %s", lo, hi, got, err, want)
 			}
 			if got, want := rangeString(t, eng, nil, nil), modelRange(committed, "", "\xff\xff"); got != want {
 				t.Fatalf("engine = %s, want %s", got, want)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // The Pebble keyspace is split by a one-byte prefix so that no user key can
@@ -83,6 +84,10 @@ func OpenPebble(dir string) (*Pebble, error) {
 		MemTableSize: pebbleMemTableSize,
 		Logger:       quietLogger{},
 	}
+	// Bloom filters on every level: most Gets of a stateful operator ask
+	// for keys that do not exist yet (a new key, a new window), and a
+	// filter answers those without reading a block.
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(dir, opts)
 	if errors.Is(err, pebble.ErrCorruption) {
 		return nil, fmt.Errorf("%w: open pebble %s: %w", ErrCorrupted, dir, err)

@@ -236,6 +236,46 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 	return emitBefore(nil)
 }
 
+// First returns the smallest key in [start, end) of the merged view and its
+// value, like the first call of Range, without sorting the stage: one pass
+// over the staged keys and one engine seek (more only past staged deletes).
+// The slices must not be modified.
+func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error) {
+	var staged *stagedEntry
+	for i := range s.entries {
+		e := &s.entries[i]
+		if e.value == nil || start != nil && bytes.Compare(e.key, start) < 0 || end != nil && bytes.Compare(e.key, end) >= 0 {
+			continue
+		}
+		if staged == nil || bytes.Compare(e.key, staged.key) < 0 {
+			staged = e
+		}
+	}
+	limit := end
+	if staged != nil {
+		limit = staged.key // an engine key must be smaller to win
+	}
+	err = s.engine.Range(start, limit, func(k, v []byte) error {
+		if _, hidden := s.index[string(k)]; hidden {
+			return nil // deleted, or overwritten (then at or after staged)
+		}
+		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
+		return errStop
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	if err != nil || ok {
+		return key, value, ok, err
+	}
+	if staged != nil {
+		return staged.key, staged.value, true, nil
+	}
+	return nil, nil, false, nil
+}
+
+var errStop = errors.New("store: stop")
+
 // sortedIn returns the indices of staged entries with keys in [start, end),
 // in key order.
 func (s *Staged) sortedIn(start, end []byte) []int {

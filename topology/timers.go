@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -207,13 +206,9 @@ func (s *TimerService[K]) due(d TimeDomain, now int64) ([]Timer[K], error) {
 
 func (s *TimerService[K]) earliest(d TimeDomain) (int64, error) {
 	p := timerPrefix(d)
-	next := int64(1<<63 - 1)
-	err := s.s.Range([]byte{p}, []byte{p + 1}, func(k, _ []byte) error {
-		next = readTime(k[1:9])
-		return errStop
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return 0, err
+	k, _, ok, err := s.s.First([]byte{p}, []byte{p + 1})
+	if err != nil || !ok {
+		return 1<<63 - 1, err
 	}
-	return next, nil
+	return readTime(k[1:9]), nil
 }

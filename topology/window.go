@@ -630,19 +630,17 @@ func (p *windowProc[K, V, A]) due(prefix byte, wm int64) ([][]byte, error) {
 	return keys, err
 }
 
-var errStop = errors.New("stop")
-
 // earliestDue is the earliest time in either index (math.MaxInt64 if
 // both are empty).
 func (p *windowProc[K, V, A]) earliestDue() (int64, error) {
 	next := int64(1<<63 - 1)
 	for _, prefix := range []byte{prefixFire, prefixExpire} {
-		err := p.st.Range([]byte{prefix}, []byte{prefix + 1}, func(k, _ []byte) error {
-			next = min(next, readTime(k[1:9]))
-			return errStop
-		})
-		if err != nil && !errors.Is(err, errStop) {
+		k, _, ok, err := p.st.First([]byte{prefix}, []byte{prefix + 1})
+		if err != nil {
 			return 0, err
+		}
+		if ok {
+			next = min(next, readTime(k[1:9]))
 		}
 	}
 	return next, nil
