@@ -27,17 +27,9 @@ type Windows interface {
 // WindowOption configures a windowed aggregation.
 type WindowOption func(*windowConfig)
 
-type emitMode int
-
-const (
-	emitOnWatermark emitMode = iota
-	emitEveryUpdate
-	emitFinal
-)
-
 type windowConfig struct {
 	lateness int64 // ms
-	emit     emitMode
+	trigger  window.Trigger
 }
 
 // AllowedLateness keeps a window's state for d after the watermark passed
@@ -54,13 +46,21 @@ func AllowedLateness(d time.Duration) WindowOption {
 // (Kafka Streams' default), instead of when the watermark passes the
 // window's end. Merged sessions are not retracted: the merged session is a
 // new key.
-func EmitEveryUpdate() WindowOption { return func(c *windowConfig) { c.emit = emitEveryUpdate } }
+func EmitEveryUpdate() WindowOption { return WithTrigger(window.EveryRecord()) }
 
 // EmitFinal forwards each window's result exactly once, when the window
 // closes: when the watermark passes its end plus the allowed lateness
 // (Kafka Streams' suppress(untilWindowCloses)). Records within the lateness
 // update the result silently.
-func EmitFinal() WindowOption { return func(c *windowConfig) { c.emit = emitFinal } }
+func EmitFinal() WindowOption { return WithTrigger(window.AtClose()) }
+
+// WithTrigger sets when windows fire: window.OnWatermark() (the default),
+// AtClose, EveryRecord, CountTrigger, ProcessingTime, EarlyEvery,
+// EarlyEveryInterval, Purging(...) of any of them, or a Trigger of one's
+// own. Global windows need one: the default never fires them.
+func WithTrigger(t window.Trigger) WindowOption {
+	return func(c *windowConfig) { c.trigger = t }
+}
 
 // WindowedStream is a grouped stream cut into windows, ready for an
 // aggregation.
@@ -89,8 +89,14 @@ func WindowedBy[K, V any](g GroupedStream[K, V], w Windows, opts ...WindowOption
 		o(&ws.cfg)
 	}
 	t := g.s.t
+	if ws.cfg.trigger == nil {
+		if _, ok := w.(window.GlobalWindows); ok {
+			t.errorf(ErrInvalidWindow, "global windows need a trigger (WithTrigger): the watermark never completes them")
+		}
+		ws.cfg.trigger = window.OnWatermark()
+	}
 	switch w.(type) {
-	case window.Time, window.Sessions:
+	case window.Time, window.Sessions, window.GlobalWindows:
 		if err := w.Validate(); err != nil {
 			t.errorf(ErrInvalidWindow, "%v", err)
 		}
@@ -200,6 +206,8 @@ func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materializati
 				p.time = w
 			case window.Sessions:
 				p.sessions, p.isSessions = w, true
+			case window.GlobalWindows:
+				p.global = true
 			}
 			if late.node != nil {
 				p.lateChild = late.node.Name
@@ -212,10 +220,13 @@ func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materializati
 }
 
 // retention is how long a windowed store's changelog keeps records: as in
-// Kafka Streams, the longest a window can stay open plus a day.
+// Kafka Streams, the longest a window can stay open plus a day; 0 (keep
+// everything, compacted) for the global window, which never closes.
 func retention(w Windows, c windowConfig) time.Duration {
 	var span int64
 	switch w := w.(type) {
+	case window.GlobalWindows:
+		return 0
 	case window.Time:
 		b := w.Assign(nil, 0)
 		if len(b) > 0 {
@@ -262,15 +273,17 @@ func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
 // Window store layout. Every key starts with a lower-case letter, so the
 // task's time state (exec.TimeStateKey) cannot collide:
 //
-//	d uvarint(len(key)) key start → end, aggregate   a window's state
-//	f at <d-suffix>               → 1                 fire the window when the watermark reaches at
-//	x at <d-suffix>               → 1                 expire it when the watermark reaches at
+//	d uvarint(len(key)) key start → the window's state (see stored)
+//	f at <d-suffix>               → 1   the window's event timer
+//	p at <d-suffix>               → 1   the window's processing-time timer
+//	x at <d-suffix>               → 1   remove the window when the watermark reaches at
 //
 // Times are 8 bytes big-endian with the sign bit flipped, so byte order is
 // numeric order, and the indexes are scanned in time order.
 const (
 	prefixData   = 'd'
 	prefixFire   = 'f'
+	prefixProc   = 'p'
 	prefixExpire = 'x'
 )
 
@@ -326,9 +339,9 @@ func prefixEnd(p []byte) []byte {
 }
 
 // windowProc is a windowed aggregation in one task: it keeps each window's
-// aggregate and its fire and expiry entries in the window store, forwards
-// results as the trigger says and removes windows as the watermark passes
-// their end plus the allowed lateness, so state stays bounded.
+// aggregate, record count and trigger timers in the window store, asks the
+// trigger what to do on each record and timer, and removes windows as the
+// watermark passes their close time, so state stays bounded.
 type windowProc[K, V, A any] struct {
 	m          Materialization[K, A]
 	cfg        windowConfig
@@ -337,17 +350,31 @@ type windowProc[K, V, A any] struct {
 	time       window.Time
 	sessions   window.Sessions
 	isSessions bool
+	global     bool
 
 	ctx       exec.Context
 	st        *store.Staged
 	lateChild string
 	results   []string // children other than the late records'
-	// nextDue is at most the earliest time in the fire and expiry
-	// indexes (it may be lower: a stale low value costs one scan).
-	nextDue int64
-	scratch []window.Bounds
-	key     []byte
+	// nextEvent and nextProc are at most the earliest time in the event
+	// (fire and expiry) and processing-time indexes; a stale low value
+	// costs one scan.
+	nextEvent, nextProc int64
+	scratch             []window.Bounds
 }
+
+// stored is one window's state. Its value in the store:
+//
+//	end int64, count int64, event timer int64, processing timer int64,
+//	flags uint8 (bit 0: has an aggregate), aggregate
+type stored[A any] struct {
+	b                           window.Bounds
+	count, eventTimer, procTime int64
+	hasAgg                      bool
+	agg                         A
+}
+
+const windowHeader = 8 + 8 + 8 + 8 + 1
 
 func (p *windowProc[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx, p.st = ctx, ctx.Store(p.m.Name())
@@ -356,28 +383,30 @@ func (p *windowProc[K, V, A]) Init(ctx exec.Context) error {
 			p.results = append(p.results, c)
 		}
 	}
-	var err error
-	p.nextDue, err = p.earliestDue()
-	return err
+	return p.findNext()
 }
 
 func (p *windowProc[K, V, A]) Close() error { return nil }
 
-// fireAt is when the watermark completes window b: its last timestamp for
-// a time window, its last record plus the gap for a session.
-func (p *windowProc[K, V, A]) fireAt(b window.Bounds) int64 {
-	if p.isSessions {
+// maxTimestamp is when the watermark completes window b: its last
+// timestamp for a time window, its last record plus the gap for a session.
+func (p *windowProc[K, V, A]) maxTimestamp(b window.Bounds) int64 {
+	switch {
+	case p.global:
+		return b.End
+	case p.isSessions:
 		return b.End - 1 + p.sessions.Gap()
 	}
 	return b.End - 1
 }
 
-// closeAt is when window b closes: fireAt plus the allowed lateness.
-func (p *windowProc[K, V, A]) closeAt(b window.Bounds) int64 { return p.fireAt(b) + p.cfg.lateness }
-
-type storedWindow[A any] struct {
-	b   window.Bounds
-	agg A
+// closeAt is when window b closes: maxTimestamp plus the allowed lateness
+// (never, for the global window).
+func (p *windowProc[K, V, A]) closeAt(b window.Bounds) int64 {
+	if p.global {
+		return b.End
+	}
+	return p.maxTimestamp(b) + p.cfg.lateness
 }
 
 func (p *windowProc[K, V, A]) Process(r exec.Record) error {
@@ -390,20 +419,28 @@ func (p *windowProc[K, V, A]) Process(r exec.Record) error {
 	if p.isSessions {
 		return p.session(r, k, v, kb, wm)
 	}
+	if p.global {
+		p.scratch = append(p.scratch[:0], window.GlobalBounds)
+	} else {
+		p.scratch = p.time.Assign(p.scratch[:0], r.Timestamp)
+	}
 	onTime := false
-	p.scratch = p.time.Assign(p.scratch[:0], r.Timestamp)
 	for _, b := range p.scratch {
 		if p.closeAt(b) <= wm {
 			continue // this window closed
 		}
 		onTime = true
-		p.key = dataKey(p.key[:0], kb, b.Start)
-		old, ok, err := p.get(p.key)
+		key := dataKey(nil, kb, b.Start)
+		w, ok, err := p.get(key)
 		if err != nil {
 			return err
 		}
-		w := storedWindow[A]{b: b, agg: p.fn(k, v, old.agg, ok)}
-		if err := p.update(k, w, !ok, wm); err != nil {
+		if !ok {
+			w = p.fresh(b)
+		}
+		w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
+		w.count++
+		if err := p.element(k, kb, w, !ok, r.Timestamp, wm); err != nil {
 			return err
 		}
 	}
@@ -413,23 +450,23 @@ func (p *windowProc[K, V, A]) Process(r exec.Record) error {
 	return nil
 }
 
+func (p *windowProc[K, V, A]) fresh(b window.Bounds) stored[A] {
+	return stored[A]{b: b, eventTimer: window.NoTimer, procTime: window.NoTimer}
+}
+
 // session places a record among its key's sessions, merging those it
 // bridges (Kafka Streams' session semantics, window.Sessions.Merge).
 func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) error {
 	var existing []window.Bounds
-	aggs := map[window.Bounds]A{}
+	all := map[window.Bounds]stored[A]{}
 	pre := keyPrefix(kb)
 	err := p.st.Range(pre, prefixEnd(pre), func(key, val []byte) error {
-		_, start, err := parseData(key)
-		if err != nil {
-			return err
-		}
-		w, err := p.decode(start, val)
+		w, err := p.decode(readTime(key[len(key)-8:]), val)
 		if err != nil {
 			return err
 		}
 		existing = append(existing, w.b)
-		aggs[w.b] = w.agg
+		all[w.b] = w
 		return nil
 	})
 	if err != nil {
@@ -441,113 +478,165 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 		// stored (so still open) session closes no earlier than it.
 		return p.lateRecord(r)
 	}
-	var acc A
-	ok := false
-	for _, b := range absorbed {
-		if ok {
-			acc = p.merge(k, acc, aggs[b])
-		} else {
-			acc, ok = aggs[b], true
-		}
-		if b == merged {
-			continue // the record fell inside it: the session stays
-		}
-		if err := p.remove(kb, b, wm); err != nil {
-			return err
-		}
-	}
-	_, isOld := aggs[merged]
-	return p.update(k, storedWindow[A]{b: merged, agg: p.fn(k, v, acc, ok)}, !isOld, wm)
-}
-
-// update stores window w of k, registers a new window in the indexes, and
-// forwards its result if the trigger says so.
-func (p *windowProc[K, V, A]) update(k K, w storedWindow[A], isNew bool, wm int64) error {
-	kb, err := p.m.ks.Encode(k)
-	if err != nil {
-		return err
-	}
-	key := dataKey(nil, kb, w.b.Start)
-	ab, err := p.m.vs.Encode(w.agg)
-	if err != nil {
-		return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
-	}
-	val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(ab)), uint64(w.b.End))
-	if err := p.st.Put(key, append(val, ab...)); err != nil {
-		return err
-	}
-	fire, closes := p.fireAt(w.b), p.closeAt(w.b)
-	if isNew {
-		switch p.cfg.emit {
-		case emitFinal:
-			err = p.index(prefixFire, closes, key)
-		case emitOnWatermark:
-			if fire > wm {
-				err = p.index(prefixFire, fire, key)
+	w, isOld := all[merged]
+	if !isOld {
+		w = p.fresh(merged)
+		for _, b := range absorbed {
+			a := all[b]
+			switch {
+			case !a.hasAgg:
+			case w.hasAgg:
+				w.agg = p.merge(k, w.agg, a.agg)
+			default:
+				w.agg, w.hasAgg = a.agg, true
 			}
-			err = errors.Join(err, p.index(prefixExpire, closes, key))
-		case emitEveryUpdate:
-			err = p.index(prefixExpire, closes, key)
+			w.count += a.count
+			if err := p.remove(kb, a); err != nil {
+				return err
+			}
 		}
-		if err != nil {
+	}
+	w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
+	w.count++
+	return p.element(k, kb, w, !isOld, r.Timestamp, wm)
+}
+
+func (p *windowProc[K, V, A]) tctx(w stored[A], wm int64) window.TriggerContext {
+	return window.TriggerContext{
+		Window: w.b, MaxTimestamp: p.maxTimestamp(w.b), Close: p.closeAt(w.b),
+		Count: w.count, Watermark: wm, Now: p.ctx.WallClock(),
+		EventTimer: w.eventTimer, ProcessingTimer: w.procTime,
+	}
+}
+
+// element asks the trigger about a record window w just took.
+func (p *windowProc[K, V, A]) element(k K, kb []byte, w stored[A], isNew bool, ts, wm int64) error {
+	key := dataKey(nil, kb, w.b.Start)
+	if isNew && !p.global {
+		p.nextEvent = min(p.nextEvent, p.closeAt(w.b))
+		if err := p.st.Put(indexKey(prefixExpire, p.closeAt(w.b), key), indexValue); err != nil {
 			return err
 		}
 	}
-	if p.cfg.emit == emitEveryUpdate || p.cfg.emit == emitOnWatermark && fire <= wm {
-		// Every update, or a late firing of a window that fired before.
-		return p.forward(k, w)
+	return p.apply(k, key, w, p.cfg.trigger.OnElement(p.tctx(w, wm), ts))
+}
+
+// apply carries out a trigger's decision for window w and stores it.
+func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.TriggerResult) error {
+	var err error
+	if w.eventTimer, err = p.timer(prefixFire, key, w.eventTimer, res.EventTimer, &p.nextEvent); err != nil {
+		return err
 	}
-	return nil
-}
-
-func (p *windowProc[K, V, A]) index(prefix byte, at int64, data []byte) error {
-	p.nextDue = min(p.nextDue, at)
-	return p.st.Put(indexKey(prefix, at, data), indexValue)
-}
-
-// remove deletes window b of the key encoded as kb, with the index entries
-// its trigger made.
-func (p *windowProc[K, V, A]) remove(kb []byte, b window.Bounds, wm int64) error {
-	key := dataKey(nil, kb, b.Start)
-	err := p.st.Delete(key)
-	switch p.cfg.emit {
-	case emitFinal:
-		err = errors.Join(err, p.st.Delete(indexKey(prefixFire, p.closeAt(b), key)))
-	case emitOnWatermark:
-		if p.fireAt(b) > wm {
-			err = errors.Join(err, p.st.Delete(indexKey(prefixFire, p.fireAt(b), key)))
+	if w.procTime, err = p.timer(prefixProc, key, w.procTime, res.ProcessingTimer, &p.nextProc); err != nil {
+		return err
+	}
+	if res.Fire && w.hasAgg {
+		if err := p.forward(k, w); err != nil {
+			return err
 		}
-		err = errors.Join(err, p.st.Delete(indexKey(prefixExpire, p.closeAt(b), key)))
-	case emitEveryUpdate:
-		err = errors.Join(err, p.st.Delete(indexKey(prefixExpire, p.closeAt(b), key)))
+	}
+	if res.Purge {
+		var zero A
+		w.agg, w.hasAgg, w.count = zero, false, 0
+	}
+	return p.put(key, w)
+}
+
+// timer moves a window's timer in its index from old to the trigger's
+// choice, and returns the timer now set.
+func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want int64, next *int64) (int64, error) {
+	if want == window.NoTimer || want == old {
+		return old, nil
+	}
+	if old != window.NoTimer {
+		if err := p.st.Delete(indexKey(prefix, old, key)); err != nil {
+			return old, err
+		}
+	}
+	if want == window.ClearTimer {
+		return window.NoTimer, nil
+	}
+	*next = min(*next, want)
+	return want, p.st.Put(indexKey(prefix, want, key), indexValue)
+}
+
+// remove deletes window w of the key encoded as kb, with its index entries.
+func (p *windowProc[K, V, A]) remove(kb []byte, w stored[A]) error {
+	key := dataKey(nil, kb, w.b.Start)
+	err := p.st.Delete(key)
+	if !p.global {
+		err = errors.Join(err, p.st.Delete(indexKey(prefixExpire, p.closeAt(w.b), key)))
+	}
+	if w.eventTimer != window.NoTimer {
+		err = errors.Join(err, p.st.Delete(indexKey(prefixFire, w.eventTimer, key)))
+	}
+	if w.procTime != window.NoTimer {
+		err = errors.Join(err, p.st.Delete(indexKey(prefixProc, w.procTime, key)))
 	}
 	return err
 }
 
-func (p *windowProc[K, V, A]) get(key []byte) (storedWindow[A], bool, error) {
+func (p *windowProc[K, V, A]) put(key []byte, w stored[A]) error {
+	val := make([]byte, windowHeader, windowHeader+16)
+	binary.BigEndian.PutUint64(val, uint64(w.b.End))
+	binary.BigEndian.PutUint64(val[8:], uint64(w.count))
+	binary.BigEndian.PutUint64(val[16:], uint64(w.eventTimer))
+	binary.BigEndian.PutUint64(val[24:], uint64(w.procTime))
+	if w.hasAgg {
+		val[32] = 1
+		ab, err := p.m.vs.Encode(w.agg)
+		if err != nil {
+			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		}
+		val = append(val, ab...)
+	}
+	return p.st.Put(key, val)
+}
+
+func (p *windowProc[K, V, A]) get(key []byte) (stored[A], bool, error) {
 	val, ok, err := p.st.Get(key)
 	if err != nil || !ok {
-		return storedWindow[A]{}, false, err
+		return stored[A]{}, false, err
 	}
 	w, err := p.decode(readTime(key[len(key)-8:]), val)
 	return w, err == nil, err
 }
 
-func (p *windowProc[K, V, A]) decode(start int64, val []byte) (storedWindow[A], error) {
-	if len(val) < 8 {
-		return storedWindow[A]{}, fmt.Errorf("store %s: %w: window value of %d bytes", p.m.Name(), window.ErrCorrupt, len(val))
-	}
-	agg, err := p.m.vs.Decode(val[8:])
+func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error) {
+	w, ab, err := decodeWindow[A](start, val)
 	if err != nil {
-		return storedWindow[A]{}, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		return w, fmt.Errorf("store %s: %w", p.m.Name(), err)
 	}
-	return storedWindow[A]{b: window.Bounds{Start: start, End: int64(binary.BigEndian.Uint64(val))}, agg: agg}, nil
+	if w.hasAgg {
+		if w.agg, err = p.m.vs.Decode(ab); err != nil {
+			return w, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		}
+	}
+	return w, nil
+}
+
+// decodeWindow reads a window's header; ab is the encoded aggregate.
+func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err error) {
+	if len(val) < windowHeader || val[32]&^1 != 0 {
+		return w, nil, fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
+	}
+	w = stored[A]{
+		b:          window.Bounds{Start: start, End: int64(binary.BigEndian.Uint64(val))},
+		count:      int64(binary.BigEndian.Uint64(val[8:])),
+		eventTimer: int64(binary.BigEndian.Uint64(val[16:])),
+		procTime:   int64(binary.BigEndian.Uint64(val[24:])),
+		hasAgg:     val[32] == 1,
+	}
+	return w, val[windowHeader:], nil
 }
 
 // forward sends window w's result to the result children, stamped with the
 // window's last timestamp.
-func (p *windowProc[K, V, A]) forward(k K, w storedWindow[A]) error {
+func (p *windowProc[K, V, A]) forward(k K, w stored[A]) error {
 	r := exec.Record{Key: Windowed[K]{Key: k, Window: w.b}, Value: w.agg, Timestamp: w.b.End - 1}
+	if p.global {
+		r.Timestamp = max(0, p.ctx.StreamTime()) // the window has no end to stamp
+	}
 	for _, c := range p.results {
 		if err := p.ctx.ForwardTo(c, r); err != nil {
 			return err
@@ -564,17 +653,22 @@ func (p *windowProc[K, V, A]) lateRecord(r exec.Record) error {
 	return p.ctx.ForwardTo(p.lateChild, r)
 }
 
-// OnWatermark fires the windows whose time came, then removes those that
-// closed.
+// OnWatermark runs the event timers the watermark reached, then removes
+// the windows that closed.
 func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
-	if wm < p.nextDue {
+	if wm < p.nextEvent {
 		return nil
 	}
-	fires, err := p.due(prefixFire, wm)
+	if err := p.timers(prefixFire, wm, func(c window.TriggerContext) window.TriggerResult {
+		return p.cfg.trigger.OnEventTime(c)
+	}); err != nil {
+		return err
+	}
+	expired, err := p.due(prefixExpire, wm)
 	if err != nil {
 		return err
 	}
-	for _, ik := range fires {
+	for _, ik := range expired {
 		key := dataFromIndex(ik)
 		w, ok, err := p.get(key)
 		if err != nil {
@@ -583,8 +677,55 @@ func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 		if err := p.st.Delete(ik); err != nil {
 			return err
 		}
+		if ok {
+			kb, _, err := parseData(key)
+			if err == nil {
+				err = p.remove(kb, w)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return p.findNext()
+}
+
+// OnProcessingTime runs the processing-time timers the clock reached.
+func (p *windowProc[K, V, A]) OnProcessingTime(now int64) error {
+	if now < p.nextProc {
+		return nil
+	}
+	if err := p.timers(prefixProc, now, func(c window.TriggerContext) window.TriggerResult {
+		return p.cfg.trigger.OnProcessingTime(c)
+	}); err != nil {
+		return err
+	}
+	return p.findNext()
+}
+
+// timers runs the due timers of one index through the trigger.
+func (p *windowProc[K, V, A]) timers(prefix byte, now int64, on func(window.TriggerContext) window.TriggerResult) error {
+	due, err := p.due(prefix, now)
+	if err != nil {
+		return err
+	}
+	wm := p.ctx.Watermark()
+	for _, ik := range due {
+		if err := p.st.Delete(ik); err != nil {
+			return err
+		}
+		key := dataFromIndex(ik)
+		w, ok, err := p.get(key)
+		if err != nil {
+			return err
+		}
 		if !ok {
 			continue
+		}
+		if prefix == prefixFire {
+			w.eventTimer = window.NoTimer
+		} else {
+			w.procTime = window.NoTimer
 		}
 		kb, _, err := parseData(key)
 		if err != nil {
@@ -594,34 +735,19 @@ func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 		if err != nil {
 			return fmt.Errorf("store %s: key: %w", p.m.Name(), err)
 		}
-		if err := p.forward(k, w); err != nil {
-			return err
-		}
-		if p.cfg.emit == emitFinal {
-			if err := p.st.Delete(key); err != nil {
-				return err
-			}
-		}
-	}
-	expired, err := p.due(prefixExpire, wm)
-	if err != nil {
-		return err
-	}
-	for _, ik := range expired {
-		if err := errors.Join(p.st.Delete(ik), p.st.Delete(dataFromIndex(ik))); err != nil {
+		if err := p.apply(k, key, w, on(p.tctx(w, wm))); err != nil {
 			return err
 		}
 	}
-	p.nextDue, err = p.earliestDue()
-	return err
+	return nil
 }
 
-// due lists the index entries of one index at or before wm, in order.
-func (p *windowProc[K, V, A]) due(prefix byte, wm int64) ([][]byte, error) {
+// due lists the index entries of one index at or before now, in order.
+func (p *windowProc[K, V, A]) due(prefix byte, now int64) ([][]byte, error) {
 	var keys [][]byte
 	end := []byte{prefix + 1}
-	if wm < 1<<63-1 {
-		end = appendTime([]byte{prefix}, wm+1)
+	if now < 1<<63-1 {
+		end = appendTime([]byte{prefix}, now+1)
 	}
 	err := p.st.Range([]byte{prefix}, end, func(k, _ []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
@@ -630,20 +756,24 @@ func (p *windowProc[K, V, A]) due(prefix byte, wm int64) ([][]byte, error) {
 	return keys, err
 }
 
-// earliestDue is the earliest time in either index (math.MaxInt64 if
-// both are empty).
-func (p *windowProc[K, V, A]) earliestDue() (int64, error) {
-	next := int64(1<<63 - 1)
-	for _, prefix := range []byte{prefixFire, prefixExpire} {
+// findNext sets nextEvent and nextProc from the indexes.
+func (p *windowProc[K, V, A]) findNext() error {
+	p.nextEvent, p.nextProc = 1<<63-1, 1<<63-1
+	for _, prefix := range []byte{prefixFire, prefixExpire, prefixProc} {
 		k, _, ok, err := p.st.First([]byte{prefix}, []byte{prefix + 1})
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if ok {
-			next = min(next, readTime(k[1:9]))
+		if !ok {
+			continue
+		}
+		if prefix == prefixProc {
+			p.nextProc = readTime(k[1:9])
+		} else {
+			p.nextEvent = min(p.nextEvent, readTime(k[1:9]))
 		}
 	}
-	return next, nil
+	return nil
 }
 
 // WindowStore is a typed read-only view of a window store.
@@ -683,17 +813,17 @@ func (w *WindowStore[K, A]) each(key, val []byte, fn func(Windowed[K], window.Bo
 	if err != nil {
 		return err
 	}
-	if len(val) < 8 {
-		return fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
+	st, ab, err := decodeWindow[A](start, val)
+	if err != nil || !st.hasAgg {
+		return err // a purged window holds nothing to show
 	}
 	k, err := w.ks.Decode(kb)
 	if err != nil {
 		return err
 	}
-	a, err := w.vs.Decode(val[8:])
+	a, err := w.vs.Decode(ab)
 	if err != nil {
 		return err
 	}
-	b := window.Bounds{Start: start, End: int64(binary.BigEndian.Uint64(val))}
-	return fn(Windowed[K]{Key: k, Window: b}, b, a)
+	return fn(Windowed[K]{Key: k, Window: st.b}, st.b, a)
 }

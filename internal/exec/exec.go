@@ -76,6 +76,9 @@ type Context interface {
 	Children() []string
 	// CountLate counts a record that arrived after its windows closed.
 	CountLate()
+	// WallClock is the wall-clock time the driver last passed in
+	// (milliseconds): processing time, for processing-time triggers.
+	WallClock() int64
 }
 
 // WatermarkListener is implemented by processors that act on event time

@@ -640,6 +640,8 @@ func (n *nodeInst) ForwardTo(child string, r exec.Record) error {
 	return c.receive(r)
 }
 
+func (n *nodeInst) WallClock() int64 { return n.t.wall }
+
 func (n *nodeInst) CountLate() {
 	n.t.late++
 	if n.t.cfg.OnLate != nil {
