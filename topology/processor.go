@@ -97,7 +97,8 @@ func (c *ProcessorContext[KOut, VOut]) RecordMetadata() (topic string, partition
 // TaskID names the task ("<sub-topology>_<partition>").
 func (c *ProcessorContext[KOut, VOut]) TaskID() string { return c.c.TaskID() }
 
-// StreamTime is the largest record timestamp the task has seen.
+// StreamTime is the largest record timestamp the task has seen, the record
+// being processed included.
 func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTime() }
 
 // StoreSpec is a store a processor declares it uses: a Materialization made

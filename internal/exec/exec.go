@@ -62,7 +62,8 @@ type Context interface {
 	TaskID() string
 	// Partition is the task's partition.
 	Partition() int32
-	// StreamTime is the largest record timestamp the task has seen.
+	// StreamTime is the largest record timestamp the task has seen, the
+	// record being processed included.
 	StreamTime() int64
 	// Schedule calls fn every interval of the given clock until cancel.
 	Schedule(interval time.Duration, typ PunctuationType, fn func(ts int64) error) (cancel func())

@@ -370,9 +370,14 @@ func (t *Task) Process(r *kgo.Record) error {
 		}
 		hs = append(hs, exec.Header{Key: h.Key, Value: h.Value})
 	}
+	// Stream time includes the record while it is processed (as in Kafka
+	// Streams), so what the record writes is stamped with its own time.
+	prevStreamTime := t.streamTime
+	t.streamTime = max(t.streamTime, ts)
 	t.begin()
 	if err := t.run(src, exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}); err != nil {
 		t.rollback()
+		t.streamTime = prevStreamTime
 		node, class := src.node, exec.Processing
 		var ne *nodeError
 		if errors.As(err, &ne) {
@@ -382,8 +387,7 @@ func (t *Task) Process(r *kgo.Record) error {
 	}
 	t.release()
 	t.observe(src.node, r.Topic, ts)
-	if ts > t.streamTime {
-		t.streamTime = ts
+	if t.streamTime > prevStreamTime {
 		if err := t.Punctuate(exec.StreamTime, ts); err != nil {
 			return err
 		}
