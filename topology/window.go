@@ -19,7 +19,8 @@ type Windowed[K any] struct {
 }
 
 // Windows is a window definition a stream can be windowed by:
-// window.Tumbling, window.Hopping or window.InactivityGap.
+// window.Tumbling, window.Hopping, window.InactivityGap, window.Global,
+// window.TumblingCount or window.SlidingCount.
 type Windows interface {
 	Validate() error
 }
@@ -69,6 +70,9 @@ type WindowedStream[K, V any] struct {
 	w    Windows
 	cfg  windowConfig
 	late *lateLink
+	// evictCount > 0 keeps only the last evictCount records of a window:
+	// sliding count windows.
+	evictCount int64
 }
 
 // lateLink connects the aggregation of a windowed stream to the stream of
@@ -89,6 +93,23 @@ func WindowedBy[K, V any](g GroupedStream[K, V], w Windows, opts ...WindowOption
 		o(&ws.cfg)
 	}
 	t := g.s.t
+	if c, ok := w.(window.Count); ok {
+		// Count windows are Flink's: the global window, fired every
+		// slide records, holding the last size of them.
+		if err := c.Validate(); err != nil {
+			t.errorf(ErrInvalidWindow, "%v", err)
+		}
+		ws.w = window.Global()
+		if ws.cfg.trigger == nil {
+			ws.cfg.trigger = window.CountTrigger(c.Slide())
+			if c.Slide() == c.Size() {
+				ws.cfg.trigger = window.Purging(ws.cfg.trigger)
+			} else {
+				ws.evictCount = c.Size()
+			}
+		}
+		w = ws.w
+	}
 	if ws.cfg.trigger == nil {
 		if _, ok := w.(window.GlobalWindows); ok {
 			t.errorf(ErrInvalidWindow, "global windows need a trigger (WithTrigger): the watermark never completes them")
@@ -182,8 +203,35 @@ func ReduceWindows[K, V any](ws WindowedStream[K, V], fn func(V, V) V, m Materia
 	}, func(_ K, a, b V) V { return fn(a, b) })
 }
 
-// windowed is the one node behind the windowed aggregations.
+// windowed is the node behind the windowed aggregations: incremental, or
+// over the kept elements where count windows slide (their evictor needs
+// the elements).
 func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materialization[K, A], fn func(K, V, A, bool) A, merge func(K, A, A) A) Table[Windowed[K], A] {
+	if ws.evictCount > 0 {
+		em := Materialization[K, V]{spec: m.spec, ks: m.ks, vs: ws.g.s.vs}
+		if em.vs == nil {
+			em.vs = ws.g.g.Val
+		}
+		if em.vs == nil {
+			ws.g.s.t.errorf(ErrMissingSerde, "sliding count windows keep their records and need the stream's value serde (give one in Grouped)")
+		}
+		tb := windowedElements[K, V, A](ws, kind, em, elementConfig[V]{}, func(k K, b window.Bounds, elems []Element[V]) []any {
+			var agg A
+			ok := false
+			for _, e := range elems {
+				agg, ok = fn(k, e.Value, agg, ok), true
+			}
+			return []any{agg}
+		})
+		tb.vs = m.vs
+		return tb
+	}
+	return windowedNode(ws, kind, m, fn, merge, nil)
+}
+
+// windowedNode adds the windowed node: an aggregation (fn, merge) or a
+// full-window function (em).
+func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materialization[K, A], fn func(K, V, A, bool) A, merge func(K, A, A) A, em *elementMode[K, V]) Table[Windowed[K], A] {
 	t := ws.g.s.t
 	if !m.register(t) {
 		return Table[Windowed[K], A]{t: t, n: ws.g.s.n}
@@ -200,7 +248,7 @@ func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materializati
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New: func() exec.Processor {
-			p := &windowProc[K, V, A]{m: m, cfg: ws.cfg, fn: fn, merge: merge}
+			p := &windowProc[K, V, A]{m: m, cfg: ws.cfg, fn: fn, merge: merge, elements: em}
 			switch w := ws.w.(type) {
 			case window.Time:
 				p.time = w
@@ -351,6 +399,9 @@ type windowProc[K, V, A any] struct {
 	sessions   window.Sessions
 	isSessions bool
 	global     bool
+	// elements, when set, keeps each window's records instead of an
+	// aggregate, for a full-window function (ProcessWindows).
+	elements *elementMode[K, V]
 
 	ctx       exec.Context
 	st        *store.Staged
@@ -367,14 +418,18 @@ type windowProc[K, V, A any] struct {
 //
 //	end int64, count int64, event timer int64, processing timer int64,
 //	flags uint8 (bit 0: has an aggregate), aggregate
+//
+// hasAgg says the window holds records: an aggregate or, with elements,
+// element entries, numbered from 0 to seq-1 (some maybe evicted).
 type stored[A any] struct {
 	b                           window.Bounds
 	count, eventTimer, procTime int64
+	seq                         int64
 	hasAgg                      bool
 	agg                         A
 }
 
-const windowHeader = 8 + 8 + 8 + 8 + 1
+const windowHeader = 8 + 8 + 8 + 8 + 8 + 1
 
 func (p *windowProc[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx, p.st = ctx, ctx.Store(p.m.Name())
@@ -438,8 +493,9 @@ func (p *windowProc[K, V, A]) Process(r exec.Record) error {
 		if !ok {
 			w = p.fresh(b)
 		}
-		w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
-		w.count++
+		if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
+			return err
+		}
 		if err := p.element(k, kb, w, !ok, r.Timestamp, wm); err != nil {
 			return err
 		}
@@ -478,27 +534,50 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 		// stored (so still open) session closes no earlier than it.
 		return p.lateRecord(r)
 	}
+	key := dataKey(nil, kb, merged.Start)
 	w, isOld := all[merged]
 	if !isOld {
 		w = p.fresh(merged)
 		for _, b := range absorbed {
 			a := all[b]
-			switch {
-			case !a.hasAgg:
-			case w.hasAgg:
-				w.agg = p.merge(k, w.agg, a.agg)
-			default:
-				w.agg, w.hasAgg = a.agg, true
+			// The absorbed session starting where the merged one does
+			// has its key: its elements stay where they are.
+			same := a.b.Start == merged.Start
+			if p.elements != nil {
+				if same {
+					w.seq, w.hasAgg = max(w.seq, a.seq), w.hasAgg || a.hasAgg
+				} else if err := p.moveElements(dataKey(nil, kb, a.b.Start), key, &w); err != nil {
+					return err
+				}
+			} else {
+				switch {
+				case !a.hasAgg:
+				case w.hasAgg:
+					w.agg = p.merge(k, w.agg, a.agg)
+				default:
+					w.agg, w.hasAgg = a.agg, true
+				}
 			}
 			w.count += a.count
-			if err := p.remove(kb, a); err != nil {
+			if err := p.remove(kb, a, same); err != nil {
 				return err
 			}
 		}
 	}
-	w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
-	w.count++
+	if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
+		return err
+	}
 	return p.element(k, kb, w, !isOld, r.Timestamp, wm)
+}
+
+// add puts a record into window w (stored under key).
+func (p *windowProc[K, V, A]) add(k K, v V, ts int64, key []byte, w *stored[A]) error {
+	w.count++
+	if p.elements != nil {
+		return p.addElement(key, w, v, ts)
+	}
+	w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
+	return nil
 }
 
 func (p *windowProc[K, V, A]) tctx(w stored[A], wm int64) window.TriggerContext {
@@ -531,11 +610,21 @@ func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.Tri
 		return err
 	}
 	if res.Fire && w.hasAgg {
-		if err := p.forward(k, w); err != nil {
+		if p.elements != nil {
+			err = p.fireElements(k, key, &w)
+		} else {
+			err = p.forward(k, w)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	if res.Purge {
+		if p.elements != nil {
+			if err := p.clearElements(key); err != nil {
+				return err
+			}
+		}
 		var zero A
 		w.agg, w.hasAgg, w.count = zero, false, 0
 	}
@@ -560,10 +649,14 @@ func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want int64, ne
 	return want, p.st.Put(indexKey(prefix, want, key), indexValue)
 }
 
-// remove deletes window w of the key encoded as kb, with its index entries.
-func (p *windowProc[K, V, A]) remove(kb []byte, w stored[A]) error {
+// remove deletes window w of the key encoded as kb, with its index entries
+// and, unless keepElements, its elements.
+func (p *windowProc[K, V, A]) remove(kb []byte, w stored[A], keepElements bool) error {
 	key := dataKey(nil, kb, w.b.Start)
 	err := p.st.Delete(key)
+	if p.elements != nil && !keepElements {
+		err = errors.Join(err, p.clearElements(key))
+	}
 	if !p.global {
 		err = errors.Join(err, p.st.Delete(indexKey(prefixExpire, p.closeAt(w.b), key)))
 	}
@@ -582,8 +675,11 @@ func (p *windowProc[K, V, A]) put(key []byte, w stored[A]) error {
 	binary.BigEndian.PutUint64(val[8:], uint64(w.count))
 	binary.BigEndian.PutUint64(val[16:], uint64(w.eventTimer))
 	binary.BigEndian.PutUint64(val[24:], uint64(w.procTime))
+	binary.BigEndian.PutUint64(val[32:], uint64(w.seq))
 	if w.hasAgg {
-		val[32] = 1
+		val[40] = 1
+	}
+	if w.hasAgg && p.elements == nil {
 		ab, err := p.m.vs.Encode(w.agg)
 		if err != nil {
 			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
@@ -607,7 +703,7 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 	if err != nil {
 		return w, fmt.Errorf("store %s: %w", p.m.Name(), err)
 	}
-	if w.hasAgg {
+	if w.hasAgg && p.elements == nil {
 		if w.agg, err = p.m.vs.Decode(ab); err != nil {
 			return w, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
 		}
@@ -617,7 +713,7 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 
 // decodeWindow reads a window's header; ab is the encoded aggregate.
 func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err error) {
-	if len(val) < windowHeader || val[32]&^1 != 0 {
+	if len(val) < windowHeader || val[40]&^1 != 0 {
 		return w, nil, fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
 	}
 	w = stored[A]{
@@ -625,7 +721,8 @@ func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err e
 		count:      int64(binary.BigEndian.Uint64(val[8:])),
 		eventTimer: int64(binary.BigEndian.Uint64(val[16:])),
 		procTime:   int64(binary.BigEndian.Uint64(val[24:])),
-		hasAgg:     val[32] == 1,
+		seq:        int64(binary.BigEndian.Uint64(val[32:])),
+		hasAgg:     val[40] == 1,
 	}
 	return w, val[windowHeader:], nil
 }
@@ -633,7 +730,12 @@ func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err e
 // forward sends window w's result to the result children, stamped with the
 // window's last timestamp.
 func (p *windowProc[K, V, A]) forward(k K, w stored[A]) error {
-	r := exec.Record{Key: Windowed[K]{Key: k, Window: w.b}, Value: w.agg, Timestamp: w.b.End - 1}
+	return p.forwardValue(k, w.b, w.agg)
+}
+
+func (p *windowProc[K, V, A]) forwardValue(k K, b window.Bounds, v any) error {
+	w := stored[A]{b: b}
+	r := exec.Record{Key: Windowed[K]{Key: k, Window: w.b}, Value: v, Timestamp: w.b.End - 1}
 	if p.global {
 		r.Timestamp = max(0, p.ctx.StreamTime()) // the window has no end to stamp
 	}
@@ -680,7 +782,7 @@ func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 		if ok {
 			kb, _, err := parseData(key)
 			if err == nil {
-				err = p.remove(kb, w)
+				err = p.remove(kb, w, false)
 			}
 			if err != nil {
 				return err
