@@ -42,6 +42,10 @@ func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
 // MaxRecordBytes bounds produced records, as processor.MaxRecordBytes does.
 func MaxRecordBytes(n int) Option { return func(d *Driver) { d.maxRecordBytes = n } }
 
+// IdleTimeout excludes an input from the watermark after it had no records
+// for d of the driver's wall clock, as processor.IdleTimeout does.
+func IdleTimeout(d time.Duration) Option { return func(d2 *Driver) { d2.idleTimeout = d } }
+
 // DeadLetterTopic sets the application's dead-letter topic, as
 // processor.DeadLetterTopic does (default <application id>-dlq).
 func DeadLetterTopic(topic string) Option { return func(d *Driver) { d.deadLetter = topic } }
@@ -61,6 +65,7 @@ type Driver struct {
 
 	maxRecordBytes int
 	deadLetter     string
+	idleTimeout    time.Duration
 }
 
 // New builds t and opens one task per sub-topology.
@@ -88,6 +93,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
 			AppID: d.appID, StateDir: d.dir, Send: d.send,
 			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
+			IdleTimeout: d.idleTimeout,
 		})
 		if err != nil {
 			d.Close()
@@ -321,4 +327,16 @@ func (d *Driver) Watermark(storeName string) (int64, error) {
 		return 0, fmt.Errorf("topologytest: no store %q", storeName)
 	}
 	return tk.Watermark(), nil
+}
+
+// StoreEntries counts the entries of the named store (any kind), index
+// entries included: how much state it holds.
+func (d *Driver) StoreEntries(name string) (int, error) {
+	tk := d.byStore[name]
+	if tk == nil {
+		return 0, fmt.Errorf("topologytest: no store %q", name)
+	}
+	n := 0
+	err := tk.Store(name).Range(nil, nil, func(_, _ []byte) error { n++; return nil })
+	return n, err
 }
