@@ -60,7 +60,11 @@ type Stats struct {
 	Commits   atomic.Int64
 	Aborts    atomic.Int64
 	Restored  atomic.Int64 // changelog records restored
-	Tasks     atomic.Int64 // tasks currently owned
+	// Late counts records that arrived after every window they belong to
+	// had closed. A record counts each time it is processed, so one in an
+	// aborted transaction may count twice.
+	Late  atomic.Int64
+	Tasks atomic.Int64 // tasks currently owned
 
 	mu sync.Mutex
 	// failed counts records that failed, by class and action taken. A
@@ -653,6 +657,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
 		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
 		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout,
+		OnLate: func() { in.a.stats.Late.Add(1) },
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
 			in.a.stats.addFailure(FailureKey{ec.Class, act})
 			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,

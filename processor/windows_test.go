@@ -98,3 +98,39 @@ func binaryInt64(v int64) []byte {
 	b, _ := serde.Int64.Encode(v)
 	return b
 }
+
+// TestLateRecordsAreCounted checks that a record too late for its window is
+// counted in the instance's Late counter (sluice_late_records_total), and
+// goes to LateRecords.
+func TestLateRecordsAreCounted(t *testing.T) {
+	addrs := testBrokers(t)
+	ctx := context.Background()
+	in, out, late := uniq(t, "late-in"), uniq(t, "late-out"), uniq(t, "late-late")
+	cl := setup(t, addrs, 1, in, out, late)
+	tp := topology.New()
+	ws := topology.WindowedBy(topology.GroupByKey(topology.From(tp, in, serde.String, serde.String)), window.Tumbling(time.Second))
+	topology.To(topology.ToStream(topology.CountWindows(ws, topology.Materialized("w", serde.String, serde.Int64))), out, topology.WindowedSerde(serde.String), serde.Int64)
+	topology.To(topology.LateRecords(ws), late, serde.String, serde.String)
+	for _, ts := range []int64{1000, 5000, 100, 5001} {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(fmt.Sprint(ts)), Timestamp: time.UnixMilli(ts)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app, err := processor.New(tp, processor.ApplicationID(uniq(t, "late")), processor.Brokers(addrs...), processor.StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(app, func(a *processor.App) bool { return a.Stats().Processed.Load() >= 4 }); err != nil {
+		t.Fatal(err)
+	}
+	if n := app.Stats().Late.Load(); n != 1 {
+		t.Errorf("Late = %d, want 1", n)
+	}
+	rs, err := readback.ReadCommitted(ctx, addrs, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || string(rs[0].Value) != "100" {
+		t.Errorf("late records %v, want the one at 100", rs)
+	}
+}

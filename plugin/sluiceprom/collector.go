@@ -10,7 +10,7 @@ import (
 type Collector struct {
 	app                                         *processor.App
 	processed, commits, aborts, restored, tasks *prometheus.Desc
-	failed                                      *prometheus.Desc
+	failed, late                                *prometheus.Desc
 }
 
 // NewCollector returns a collector for app. Register it on your own
@@ -24,6 +24,7 @@ func NewCollector(app *processor.App) *Collector {
 		aborts:    d("aborts_total", "Transactions aborted (rebalances, failed produces, shutdown errors)."),
 		restored:  d("restored_records_total", "Changelog records replayed into local stores."),
 		tasks:     d("tasks", "Tasks owned by this instance."),
+		late:      d("late_records_total", "Records that arrived after every window they belong to had closed (routed to LateRecords, or dropped)."),
 		failed: prometheus.NewDesc("sluice_records_failed_total",
 			"Records that failed, by error class (deserialization, processing, production) and the action taken (fail, continue, dead-letter).",
 			[]string{"class", "action"}, nil),
@@ -32,7 +33,7 @@ func NewCollector(app *processor.App) *Collector {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed} {
+	for _, d := range []*prometheus.Desc{c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late} {
 		ch <- d
 	}
 }
@@ -45,6 +46,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.aborts, prometheus.CounterValue, float64(s.Aborts.Load()))
 	ch <- prometheus.MustNewConstMetric(c.restored, prometheus.CounterValue, float64(s.Restored.Load()))
 	ch <- prometheus.MustNewConstMetric(c.tasks, prometheus.GaugeValue, float64(s.Tasks.Load()))
+	ch <- prometheus.MustNewConstMetric(c.late, prometheus.CounterValue, float64(s.Late.Load()))
 	for k, n := range s.Failures() {
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(n), string(k.Class), k.Action.String())
 	}

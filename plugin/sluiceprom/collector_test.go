@@ -21,6 +21,7 @@ func TestCollectorServesMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	app.Stats().Commits.Add(3)
+	app.Stats().Late.Add(2)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sluiceprom.NewCollector(app))
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -31,7 +32,7 @@ func TestCollectorServesMetrics(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"sluice_commits_total 3", "sluice_records_processed_total 0", "sluice_tasks 0"} {
+	for _, want := range []string{"sluice_commits_total 3", "sluice_records_processed_total 0", "sluice_tasks 0", "sluice_late_records_total 2"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}

@@ -10,5 +10,6 @@
 // whose transaction committed), commits_total, aborts_total,
 // restored_records_total (changelog records replayed into stores), tasks
 // (tasks owned now), records_failed_total{class,action} (records that failed
-// to decode, process or produce, by the action their error handler chose).
+// to decode, process or produce, by the action their error handler chose),
+// late_records_total (records that arrived after all their windows closed).
 package sluiceprom
