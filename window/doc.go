@@ -63,4 +63,37 @@
 //	state, _ := t.MarshalBinary() // commit with the offsets; UnmarshalBinary on restart
 //
 // A time window [Start, End) is complete once the watermark reaches End-1.
+//
+// # Event time, lateness and triggers, on a timeline
+//
+// One-minute tumbling windows, BoundedOutOfOrderness(10s), 30 s of allowed
+// lateness (topology.AllowedLateness), the default trigger OnWatermark.
+// Times are mm:ss; each line is a record arriving, in arrival order:
+//
+//	record  watermark after   what happens
+//	00:05   -                 window [00:00,01:00) opens: count 1
+//	00:50   00:39.999         count 2
+//	01:02   00:51.999         window [01:00,02:00) opens
+//	00:45   00:51.999         out of order but on time: [00:00,01:00) count 3
+//	01:15   01:04.999         the watermark passed 00:59.999: [00:00,01:00) fires (3)
+//	00:58   01:04.999         late, within the lateness: count 4, fires again (4)
+//	01:45   01:34.999         [00:00,01:00) closes (00:59.999 + 30s): its state is removed
+//	00:30   01:34.999         too late: to LateRecords, counted, never silently dropped
+//
+// With EmitFinal (the AtClose trigger) the window fires once, with 4, when the
+// watermark passes its close time 01:29.999; with EmitEveryUpdate it fires on every record it
+// takes. Other triggers: CountTrigger(n), ProcessingTime (for windows over
+// processing time), EarlyEvery(n) and EarlyEveryInterval(d) (early results
+// before the watermark completes the window), Purging(t) (each firing covers
+// only the records since the last), or a Trigger of one's own, which sees a
+// window's count and timers and returns what to fire and when to call back.
+//
+// Global windows (one per key, never complete) need such a trigger; count
+// windows are global windows fired every slide records, holding the last
+// size of them (Flink's countWindow).
+//
+// Where event time comes from is the source's choice in package topology:
+// the record's timestamp (its create time, or its log-append time, which is
+// ingestion time), a field of the payload (TimestampFrom), or the wall clock
+// (ProcessingTime).
 package window
