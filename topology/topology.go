@@ -303,6 +303,7 @@ type StoreDescription struct {
 	Name        string `json:"name"`
 	InMemory    bool   `json:"in_memory"`
 	Cache       bool   `json:"cache"`
+	Windowed    bool   `json:"windowed,omitempty"`
 	SubTopology int    `json:"sub_topology"`
 }
 
@@ -322,7 +323,7 @@ func (b *Built) Description() Description {
 		d.SubTopologies = append(d.SubTopologies, sd)
 	}
 	for name, st := range b.plan.Stores {
-		d.Stores = append(d.Stores, StoreDescription{Name: name, InMemory: st.InMemory, Cache: st.Cache, SubTopology: b.plan.StoreSub[name]})
+		d.Stores = append(d.Stores, StoreDescription{Name: name, InMemory: st.InMemory, Cache: st.Cache, Windowed: st.Windowed, SubTopology: b.plan.StoreSub[name]})
 	}
 	sort.Slice(d.Stores, func(i, j int) bool { return d.Stores[i].Name < d.Stores[j].Name })
 	return d
