@@ -35,6 +35,7 @@ const (
 	keyStandbyReplicas = "num.standby.replicas"
 	keyInstanceID      = "group.instance.id"
 	keyMaxRecordBytes  = "max.record.bytes"
+	keyIdleTimeout     = "idle.timeout"
 )
 
 // appKeys maps each key to its flag; the order is the order of --help.
@@ -47,6 +48,7 @@ var appKeys = []struct{ key, flag string }{
 	{keyStandbyReplicas, "standby-replicas"},
 	{keyInstanceID, "instance-id"},
 	{keyMaxRecordBytes, "max-record-bytes"},
+	{keyIdleTimeout, "idle-timeout"},
 }
 
 const (
@@ -76,6 +78,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.Int("standby-replicas", 0, "num.standby.replicas: standby copies of each stateful task")
 	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
 	f.Int("max-record-bytes", defaultMaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
+	f.Duration("idle-timeout", 0, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
 }
 
 // appConfig is the effective configuration of one instance.
@@ -88,6 +91,7 @@ type appConfig struct {
 	StandbyReplicas int
 	InstanceID      string
 	MaxRecordBytes  int
+	IdleTimeout     time.Duration
 
 	// sources names where each key's value came from.
 	sources map[string]string
@@ -132,6 +136,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyStandbyReplicas, 0)
 	v.SetDefault(keyInstanceID, "")
 	v.SetDefault(keyMaxRecordBytes, defaultMaxRecordBytes)
+	v.SetDefault(keyIdleTimeout, time.Duration(0))
 	for _, k := range appKeys {
 		if err := v.BindEnv(k.key, envName(k.key)); err != nil {
 			return appConfig{}, fmt.Errorf("%s: %w", k.key, err)
@@ -147,7 +152,8 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	c := appConfig{
 		AppID:           r.str(keyAppID),
 		Brokers:         r.list(keyBrokers),
-		CommitInterval:  r.positiveDuration(keyCommitInterval),
+		CommitInterval:  r.duration(keyCommitInterval, false),
+		IdleTimeout:     r.duration(keyIdleTimeout, true),
 		StateDir:        r.str(keyStateDir),
 		StandbyReplicas: r.nonNegInt(keyStandbyReplicas),
 		InstanceID:      r.str(keyInstanceID),
@@ -206,6 +212,7 @@ func (c appConfig) opts() []processor.Opt {
 		processor.StateDir(c.StateDir),
 		processor.InstanceID(c.InstanceID),
 		processor.MaxRecordBytes(c.MaxRecordBytes),
+		processor.IdleTimeout(c.IdleTimeout),
 	}
 }
 
@@ -301,10 +308,11 @@ func (r *resolver) list(key string) []string {
 	return out
 }
 
-// positiveDuration accepts only Go duration strings: cast would read a bare
-// number as nanoseconds, and `commit.interval: 100` meant as milliseconds
-// must not commit ten million times a second.
-func (r *resolver) positiveDuration(key string) time.Duration {
+// duration accepts only Go duration strings: cast would read a bare number
+// as nanoseconds, and `commit.interval: 100` meant as milliseconds must not
+// commit ten million times a second. It must be positive, or with zeroOK
+// not negative.
+func (r *resolver) duration(key string, zeroOK bool) time.Duration {
 	var d time.Duration
 	switch val := r.v.Get(key).(type) {
 	case time.Duration:
@@ -319,8 +327,13 @@ func (r *resolver) positiveDuration(key string) time.Duration {
 		r.fail(key, val, errors.New("want a Go duration such as 100ms or 2s"))
 		return 0
 	}
-	if d <= 0 {
+	switch {
+	case d < 0 && zeroOK:
+		r.fail(key, d, errors.New("must not be negative"))
+	case d <= 0 && !zeroOK:
 		r.fail(key, d, errors.New("must be positive"))
+	case d > 0 && d < time.Millisecond:
+		r.fail(key, d, errors.New("must be at least 1ms"))
 	}
 	return d
 }

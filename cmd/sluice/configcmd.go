@@ -32,6 +32,7 @@ func newConfigCmd() *cobra.Command {
 				keyStandbyReplicas: strconv.Itoa(c.StandbyReplicas),
 				keyInstanceID:      c.InstanceID,
 				keyMaxRecordBytes:  strconv.Itoa(c.MaxRecordBytes),
+				keyIdleTimeout:     c.IdleTimeout.String(),
 			}
 			for _, k := range appKeys {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %q  # from %s\n", k.key, masked(k.key, values[k.key]), c.sources[k.key])
