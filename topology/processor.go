@@ -102,7 +102,9 @@ func (c *ProcessorContext[KOut, VOut]) TaskID() string { return c.c.TaskID() }
 func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTime() }
 
 // StoreSpec is a store a processor declares it uses: a Materialization made
-// by KeyValueStore or Materialized.
+// by KeyValueStore or Materialized, a keyed state made by ValueState,
+// ListState, MapState, ReducingState or AggregatingState, or the timers
+// made by Timers.
 type StoreSpec interface {
 	Name() string
 	register(t *Topology) bool
