@@ -20,7 +20,7 @@ type Windowed[K any] struct {
 
 // Windows is a window definition a stream can be windowed by:
 // window.Tumbling, window.Hopping, window.InactivityGap, window.Global,
-// window.TumblingCount or window.SlidingCount.
+// window.TumblingCount, window.SlidingCount or window.Sliding.
 type Windows interface {
 	Validate() error
 }
@@ -117,7 +117,7 @@ func WindowedBy[K, V any](g GroupedStream[K, V], w Windows, opts ...WindowOption
 		ws.cfg.trigger = window.OnWatermark()
 	}
 	switch w.(type) {
-	case window.Time, window.Sessions, window.GlobalWindows:
+	case window.Time, window.Sessions, window.GlobalWindows, window.SlidingWindows:
 		if err := w.Validate(); err != nil {
 			t.errorf(ErrInvalidWindow, "%v", err)
 		}
@@ -207,6 +207,9 @@ func ReduceWindows[K, V any](ws WindowedStream[K, V], fn func(V, V) V, m Materia
 // over the kept elements where count windows slide (their evictor needs
 // the elements).
 func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materialization[K, A], fn func(K, V, A, bool) A, merge func(K, A, A) A) Table[Windowed[K], A] {
+	if _, ok := ws.w.(window.SlidingWindows); ok {
+		return slidingNode(ws, kind, m, fn) // sliding.go
+	}
 	if ws.evictCount > 0 {
 		em := Materialization[K, V]{spec: m.spec, ks: m.ks, vs: ws.g.s.vs}
 		if em.vs == nil {
@@ -233,6 +236,9 @@ func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materializati
 // full-window function (em).
 func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materialization[K, A], fn func(K, V, A, bool) A, merge func(K, A, A) A, em *elementMode[K, V]) Table[Windowed[K], A] {
 	t := ws.g.s.t
+	if _, ok := ws.w.(window.SlidingWindows); ok {
+		t.errorf(ErrInvalidWindow, "sliding windows can be aggregated (AggregateWindows, CountWindows, ReduceWindows), not processed")
+	}
 	if !m.register(t) {
 		return Table[Windowed[K], A]{t: t, n: ws.g.s.n}
 	}
