@@ -1,0 +1,5 @@
+//go:build !race
+
+package topologytest_test
+
+const raceEnabled = false
