@@ -137,14 +137,14 @@ type slidingProc[K, V, A any] struct {
 	d, lateness int64
 	emit        slidingEmit
 	fn          func(K, V, A, bool) A
-	// codec reads and writes window states and scans indexes exactly as
-	// windowProc does (only its m and st are set).
+	// codec reads and writes window states, scans indexes and forwards
+	// results and late records exactly as windowProc does (its m, st,
+	// ctx, lateChild and results are set).
 	codec windowProc[K, V, A]
 
 	ctx       exec.Context
 	st        *store.Staged
 	lateChild string
-	results   []string // children other than the late records'
 	// next is at most the earliest time in the f, x and y indexes; a
 	// stale low value costs one scan.
 	next int64
@@ -161,10 +161,10 @@ type slidingRecord[V any] struct {
 
 func (p *slidingProc[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx, p.st = ctx, ctx.Store(p.m.Name())
-	p.codec = windowProc[K, V, A]{m: p.m, st: p.st}
+	p.codec = windowProc[K, V, A]{m: p.m, st: p.st, ctx: ctx, lateChild: p.lateChild}
 	for _, c := range ctx.Children() {
 		if c != p.lateChild {
-			p.results = append(p.results, c)
+			p.codec.results = append(p.codec.results, c)
 		}
 	}
 	return p.findNext()
@@ -185,7 +185,7 @@ func (p *slidingProc[K, V, A]) Process(r exec.Record) error {
 	}
 	wm := p.ctx.Watermark()
 	if ts+p.lateness <= wm {
-		return p.lateRecord(r) // its left window has closed
+		return p.codec.lateRecord(r) // its left window has closed
 	}
 	kb, err := p.m.ks.Encode(k)
 	if err != nil {
@@ -306,14 +306,14 @@ func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w stored[A], isNew bool, 
 	}
 	switch p.emit {
 	case slidingEveryUpdate:
-		if err := p.forward(k, w); err != nil {
+		if err := p.codec.forward(k, w); err != nil {
 			return err
 		}
 	case slidingOnWatermark:
 		if fireAt := w.b.End - 1; fireAt <= wm {
 			// A late update (or a window made late): emit it now, and
 			// drop a firing still due, which would repeat it.
-			if err := p.forward(k, w); err != nil {
+			if err := p.codec.forward(k, w); err != nil {
 				return err
 			}
 			if w.eventTimer != window.NoTimer {
@@ -370,26 +370,6 @@ func (p *slidingProc[K, V, A]) windows(kb []byte, from, to int64) (map[int64]sto
 	return ws, err
 }
 
-// forward sends window w's result to the result children, stamped with
-// the window's last timestamp.
-func (p *slidingProc[K, V, A]) forward(k K, w stored[A]) error {
-	r := exec.Record{Key: Windowed[K]{Key: k, Window: w.b}, Value: w.agg, Timestamp: w.b.End - 1}
-	for _, c := range p.results {
-		if err := p.ctx.ForwardTo(c, r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (p *slidingProc[K, V, A]) lateRecord(r exec.Record) error {
-	p.ctx.CountLate()
-	if p.lateChild == "" {
-		return nil
-	}
-	return p.ctx.ForwardTo(p.lateChild, r)
-}
-
 // OnWatermark emits the windows whose firing the watermark reached, then
 // removes (with EmitFinal: emits, then removes) those that closed, then
 // the records no open window holds; each in (time, key, start) order.
@@ -414,7 +394,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 			continue
 		}
 		w.eventTimer = window.NoTimer
-		if err := p.forward(k, w); err != nil {
+		if err := p.codec.forward(k, w); err != nil {
 			return err
 		}
 		if err := p.codec.put(key, w); err != nil {
@@ -432,7 +412,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 		if ok && p.emit == slidingFinal {
-			if err := p.forward(k, w); err != nil {
+			if err := p.codec.forward(k, w); err != nil {
 				return err
 			}
 		}
