@@ -130,43 +130,16 @@ func runBillingChaos(t *testing.T, cfg chaosConfig) {
 	createTopics(t, addrs, chaosPartitions, topics.Input, topics.Accepted, topics.Totals, topics.DLQ)
 	appID := fmt.Sprintf("billing-chaos-%d", cfg.seed&0xffffffff)
 
-	h := &harness{
-		t: t,
-		// Small enough that the generator's oversized bills are
-		// production errors, and far above every good bill's output.
-		run:       []string{"run", "billing", "--max-record-bytes", strconv.Itoa(BillingMaxRecordBytes)},
-		bin:       bin,
-		addrs:     addrs,
-		appID:     appID,
-		guarantee: cfg.guarantee,
-		dynamic:   cfg.dynamic,
-		exits:     make(chan exitEvent, 4096),
-	}
 	logDir := cfg.logDir
 	if logDir == "" {
 		logDir = t.TempDir()
 	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for i := range chaosInstances {
-		h.instances = append(h.instances, &instance{
-			id:      fmt.Sprintf("inst-%d", i),
-			dir:     filepath.Join(t.TempDir(), "state"),
-			logPath: filepath.Join(logDir, fmt.Sprintf("inst-%d.log", i)),
-		})
-	}
-	// Cleanups run last-registered first: kill everything, then show the
-	// logs, then delete the directories (registered by TempDir above),
-	// which must not happen under a live process.
-	t.Cleanup(func() {
-		if t.Failed() {
-			h.printTails(40)
-		}
-	})
-	t.Cleanup(h.killAll)
-	for _, inst := range h.instances {
-		h.start(inst)
-	}
+	// Small enough that the generator's oversized bills are production
+	// errors, and far above every good bill's output.
+	run := []string{"run", "billing", "--max-record-bytes", strconv.Itoa(BillingMaxRecordBytes)}
+	h := newHarness(t, bin, addrs, appID, cfg.guarantee, cfg.dynamic, run, logDir, chaosInstances)
 
 	// The input arrives while the instances run and are killed, so kills
 	// land in the middle of processing rather than on idle instances.
@@ -186,40 +159,7 @@ func runBillingChaos(t *testing.T, cfg chaosConfig) {
 	if d, ok := t.Deadline(); ok && d.Add(-3*time.Minute).Before(finishBy) {
 		finishBy = d.Add(-3 * time.Minute)
 	}
-
-	// Chaos: kills until both the kills are done and the input is written.
-	var (
-		input    []InputRecord
-		written  bool
-		kills    int
-		killWait = time.NewTimer(randDuration(rng, 2*time.Second, 5*time.Second))
-		deadline = time.NewTimer(time.Until(finishBy))
-	)
-	defer killWait.Stop()
-	defer deadline.Stop()
-	for kills < cfg.kills || !written {
-		select {
-		case <-killWait.C:
-			if kills < cfg.kills {
-				inst := h.instances[rng.IntN(len(h.instances))]
-				h.kill(inst)
-				kills++
-				t.Logf("kill %d/%d: %s (pid %d)", kills, cfg.kills, inst.id, inst.cmd.Process.Pid)
-				h.start(inst)
-			}
-			killWait.Reset(randDuration(rng, 2*time.Second, 5*time.Second))
-		case ev := <-h.exits:
-			h.unexpectedExit(ev)
-		case res := <-produced:
-			if res.err != nil {
-				t.Fatalf("producing input: %v", res.err)
-			}
-			input, written = res.input, true
-			t.Logf("all %d input records written", len(input))
-		case <-deadline.C:
-			t.Fatalf("chaos phase not over by %v: %d kills, input written: %v", finishBy.Format(time.TimeOnly), kills, written)
-		}
-	}
+	input, kills := h.chaos(rng, cfg.kills, produced, finishBy)
 
 	// Drain: every instance is running again; wait for the group to
 	// commit the whole input and for all output to stop growing.
@@ -353,6 +293,75 @@ type harness struct {
 	exits     chan exitEvent
 	// unexpected counts exits nobody asked for.
 	unexpected int
+}
+
+// newHarness starts n instances of the sluice command line run (without
+// the common flags), each with its own state directory and log in logDir,
+// and arranges for them to be killed when the test ends.
+func newHarness(t *testing.T, bin string, addrs []string, appID, guarantee string, dynamic bool, run []string, logDir string, n int) *harness {
+	h := &harness{t: t, run: run, bin: bin, addrs: addrs, appID: appID, guarantee: guarantee, dynamic: dynamic,
+		exits: make(chan exitEvent, 4096)}
+	for i := range n {
+		h.instances = append(h.instances, &instance{
+			id:      fmt.Sprintf("inst-%d", i),
+			dir:     filepath.Join(t.TempDir(), "state"),
+			logPath: filepath.Join(logDir, fmt.Sprintf("%s-inst-%d.log", appID, i)),
+		})
+	}
+	// Cleanups run last-registered first: kill everything, then show the
+	// logs, then delete the directories (registered by TempDir above),
+	// which must not happen under a live process.
+	t.Cleanup(func() {
+		if t.Failed() {
+			h.printTails(40)
+		}
+	})
+	t.Cleanup(h.killAll)
+	for _, inst := range h.instances {
+		h.start(inst)
+	}
+	return h
+}
+
+// chaos SIGKILLs a random instance every 2 to 5 seconds and restarts it,
+// until it has killed kills times and the input has been written (what
+// produced reports); it returns the input log and the number of kills.
+func (h *harness) chaos(rng *rand.Rand, kills int, produced <-chan produceResult, finishBy time.Time) ([]InputRecord, int) {
+	t := h.t
+	t.Helper()
+	var (
+		input    []InputRecord
+		written  bool
+		killed   int
+		killWait = time.NewTimer(randDuration(rng, 2*time.Second, 5*time.Second))
+		deadline = time.NewTimer(time.Until(finishBy))
+	)
+	defer killWait.Stop()
+	defer deadline.Stop()
+	for killed < kills || !written {
+		select {
+		case <-killWait.C:
+			if killed < kills {
+				inst := h.instances[rng.IntN(len(h.instances))]
+				h.kill(inst)
+				killed++
+				t.Logf("kill %d/%d: %s (pid %d)", killed, kills, inst.id, inst.cmd.Process.Pid)
+				h.start(inst)
+			}
+			killWait.Reset(randDuration(rng, 2*time.Second, 5*time.Second))
+		case ev := <-h.exits:
+			h.unexpectedExit(ev)
+		case res := <-produced:
+			if res.err != nil {
+				t.Fatalf("producing input: %v", res.err)
+			}
+			input, written = res.input, true
+			t.Logf("all %d input records written", len(input))
+		case <-deadline.C:
+			t.Fatalf("chaos phase not over by %v: %d kills, input written: %v", finishBy.Format(time.TimeOnly), killed, written)
+		}
+	}
+	return input, killed
 }
 
 func (h *harness) start(inst *instance) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -74,32 +73,7 @@ func TestPageViewsExactlyOnceUnderSIGKILL(t *testing.T) {
 	if d, ok := t.Deadline(); ok && d.Add(-3*time.Minute).Before(finishBy) {
 		finishBy = d.Add(-3 * time.Minute)
 	}
-	var input []InputRecord
-	killed, written := 0, false
-	killWait := time.NewTimer(randDuration(rng, 2*time.Second, 4*time.Second))
-	defer killWait.Stop()
-	for killed < kills || !written {
-		select {
-		case <-killWait.C:
-			if killed < kills {
-				inst := h.instances[rng.IntN(len(h.instances))]
-				h.kill(inst)
-				killed++
-				t.Logf("kill %d/%d: %s (pid %d)", killed, kills, inst.id, inst.cmd.Process.Pid)
-				h.start(inst)
-			}
-			killWait.Reset(randDuration(rng, 2*time.Second, 4*time.Second))
-		case ev := <-h.exits:
-			h.unexpectedExit(ev)
-		case res := <-produced:
-			if res.err != nil {
-				t.Fatalf("producing input: %v", res.err)
-			}
-			input, written = res.input, true
-		case <-time.After(time.Until(finishBy)):
-			t.Fatalf("chaos phase not over by %v", finishBy.Format(time.TimeOnly))
-		}
-	}
+	input, killed := h.chaos(rng, kills, produced, finishBy)
 	h.waitFinished(finishBy, topics.Input, topics.outputs())
 	h.stopAll(time.Minute)
 
@@ -143,30 +117,8 @@ func TestPageViewsExactlyOnceUnderSIGKILL(t *testing.T) {
 }
 
 func newPageViewsHarness(t *testing.T, bin string, addrs []string, appID, guarantee string, topics PageViewTopics, n int) *harness {
-	h := &harness{
-		t:   t,
-		run: []string{"run", "pageviews", "--input", topics.Input, "--per-minute", topics.PerMinute, "--late", topics.Late, "--sessions", topics.Sessions, "--dlq", topics.DLQ},
-		bin: bin, addrs: addrs, appID: appID, guarantee: guarantee,
-		exits: make(chan exitEvent, 4096),
-	}
-	logDir := t.TempDir()
-	for i := range n {
-		h.instances = append(h.instances, &instance{
-			id:      fmt.Sprintf("%s-%d", appID, i),
-			dir:     filepath.Join(t.TempDir(), "state"),
-			logPath: filepath.Join(logDir, fmt.Sprintf("inst-%d.log", i)),
-		})
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			h.printTails(40)
-		}
-	})
-	t.Cleanup(h.killAll)
-	for _, inst := range h.instances {
-		h.start(inst)
-	}
-	return h
+	run := []string{"run", "pageviews", "--input", topics.Input, "--per-minute", topics.PerMinute, "--late", topics.Late, "--sessions", topics.Sessions, "--dlq", topics.DLQ}
+	return newHarness(t, bin, addrs, appID, guarantee, false, run, t.TempDir(), n)
 }
 
 func joinLines(v []string) string {

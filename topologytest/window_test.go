@@ -83,3 +83,40 @@ func TestTumblingCountFiresOnWatermark(t *testing.T) {
 		t.Errorf("kept %v, want %s", kept, want)
 	}
 }
+
+func TestSessionStoreReads(t *testing.T) {
+	tp := topology.New()
+	in := topology.From(tp, "in", serde.String, serde.String)
+	m := topology.Materialized("sessions", serde.String, serde.Int64)
+	ws := topology.WindowedBy(topology.GroupByKey(in), window.InactivityGap(10*time.Millisecond), topology.AllowedLateness(time.Second))
+	topology.To(topology.ToStream(topology.CountWindows(ws, m)), "out", topology.WindowedSerde(serde.String), serde.Int64)
+	d, err := topologytest.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := topologytest.NewInputTopic(d, "in", serde.String, serde.String)
+	for _, r := range []struct {
+		k  string
+		ts int64
+	}{{"a", 100}, {"a", 105}, {"a", 200}, {"b", 150}, {"a", 110}} {
+		if err := pipe.Pipe(r.k, "", r.ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := topologytest.WindowStore(d, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := st.Fetch("a", func(b window.Bounds, n int64) error {
+		got = append(got, fmt.Sprintf("%v=%d", b, n))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Sessions [first, last] are [first, last+1) half-open.
+	if want := "[[100,111)=3 [200,201)=1]"; fmt.Sprint(got) != want {
+		t.Errorf("sessions of a: %v, want %s", got, want)
+	}
+}
