@@ -268,6 +268,9 @@ func (b *Built) Describe() string {
 			if st.InMemory {
 				kind = "in-memory"
 			}
+			if st.Windowed {
+				kind += ", windowed"
+			}
 			fmt.Fprintf(&sb, "  %s (%s, cache=%t, sub-topology %d, changelog <application.id>-%s-changelog)\n", s, kind, st.Cache, b.plan.StoreSub[s], s)
 		}
 	}
