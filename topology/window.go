@@ -609,10 +609,10 @@ func (p *windowProc[K, V, A]) element(k K, kb []byte, w stored[A], isNew bool, t
 // apply carries out a trigger's decision for window w and stores it.
 func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.TriggerResult) error {
 	var err error
-	if w.eventTimer, err = p.timer(prefixFire, key, w.eventTimer, res.EventTimer, &p.nextEvent); err != nil {
+	if w.eventTimer, err = p.timer(prefixFire, key, w.eventTimer, res.EventTimer, p.closeAt(w.b), &p.nextEvent); err != nil {
 		return err
 	}
-	if w.procTime, err = p.timer(prefixProc, key, w.procTime, res.ProcessingTimer, &p.nextProc); err != nil {
+	if w.procTime, err = p.timer(prefixProc, key, w.procTime, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
 		return err
 	}
 	if res.Fire && w.hasAgg {
@@ -637,13 +637,19 @@ func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.Tri
 	return p.put(key, w)
 }
 
+// noClose is the close time of processing-time timers: none.
+const noClose = window.NoTimer
+
 // timer moves a window's timer in its index from old to the trigger's
-// choice, and returns the timer now set.
-func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want int64, next *int64) (int64, error) {
+// choice, and returns the timer now set. An event timer at the window's
+// close time (AtClose, or OnWatermark without lateness) needs no index
+// entry: the expiry index runs it before removing the window, which saves
+// two changelog records per window.
+func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want, closes int64, next *int64) (int64, error) {
 	if want == window.NoTimer || want == old {
 		return old, nil
 	}
-	if old != window.NoTimer {
+	if old != window.NoTimer && old != closes {
 		if err := p.st.Delete(indexKey(prefix, old, key)); err != nil {
 			return old, err
 		}
@@ -652,6 +658,9 @@ func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want int64, ne
 		return window.NoTimer, nil
 	}
 	*next = min(*next, want)
+	if want == closes {
+		return want, nil
+	}
 	return want, p.st.Put(indexKey(prefix, want, key), indexValue)
 }
 
@@ -666,7 +675,7 @@ func (p *windowProc[K, V, A]) remove(kb []byte, w stored[A], keepElements bool) 
 	if !p.global {
 		err = errors.Join(err, p.st.Delete(indexKey(prefixExpire, p.closeAt(w.b), key)))
 	}
-	if w.eventTimer != window.NoTimer {
+	if w.eventTimer != window.NoTimer && w.eventTimer != p.closeAt(w.b) {
 		err = errors.Join(err, p.st.Delete(indexKey(prefixFire, w.eventTimer, key)))
 	}
 	if w.procTime != window.NoTimer {
@@ -761,41 +770,68 @@ func (p *windowProc[K, V, A]) lateRecord(r exec.Record) error {
 	return p.ctx.ForwardTo(p.lateChild, r)
 }
 
-// OnWatermark runs the event timers the watermark reached, then removes
-// the windows that closed.
+// OnWatermark runs the event timers the watermark reached and removes the
+// windows that closed, all in one time order (then key and start; a timer
+// before a close at the same time), so that how far the watermark jumps at
+// once never changes the order of the results.
 func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.nextEvent {
 		return nil
 	}
-	if err := p.timers(prefixFire, wm, func(c window.TriggerContext) window.TriggerResult {
-		return p.cfg.trigger.OnEventTime(c)
-	}); err != nil {
+	fires, err := p.due(prefixFire, wm)
+	if err != nil {
 		return err
 	}
 	expired, err := p.due(prefixExpire, wm)
 	if err != nil {
 		return err
 	}
-	for _, ik := range expired {
-		key := dataFromIndex(ik)
-		w, ok, err := p.get(key)
+	for len(fires) > 0 || len(expired) > 0 {
+		if len(expired) == 0 || len(fires) > 0 && readTime(fires[0][1:9]) <= readTime(expired[0][1:9]) {
+			err = p.runTimer(prefixFire, fires[0], wm, p.cfg.trigger.OnEventTime)
+			fires = fires[1:]
+		} else {
+			err = p.expire(expired[0], wm)
+			expired = expired[1:]
+		}
 		if err != nil {
 			return err
 		}
-		if err := p.st.Delete(ik); err != nil {
-			return err
-		}
-		if ok {
-			kb, _, err := parseData(key)
-			if err == nil {
-				err = p.remove(kb, w, false)
-			}
-			if err != nil {
-				return err
-			}
-		}
 	}
 	return p.findNext()
+}
+
+// expire removes a closed window, running first its event timer if that
+// was at the close time (it has no index entry of its own).
+func (p *windowProc[K, V, A]) expire(ik []byte, wm int64) error {
+	key := dataFromIndex(ik)
+	w, ok, err := p.get(key)
+	if err != nil {
+		return err
+	}
+	if err := p.st.Delete(ik); err != nil || !ok {
+		return err
+	}
+	kb, _, err := parseData(key)
+	if err != nil {
+		return err
+	}
+	if w.eventTimer == p.closeAt(w.b) {
+		k, err := p.m.ks.Decode(kb)
+		if err != nil {
+			return fmt.Errorf("store %s: key: %w", p.m.Name(), err)
+		}
+		w.eventTimer = window.NoTimer
+		res := p.cfg.trigger.OnEventTime(p.tctx(w, wm))
+		res.EventTimer, res.ProcessingTimer = window.NoTimer, window.ClearTimer
+		if err := p.apply(k, key, w, res); err != nil {
+			return err
+		}
+		if w, _, err = p.get(key); err != nil {
+			return err
+		}
+	}
+	return p.remove(kb, w, false)
 }
 
 // OnProcessingTime runs the processing-time timers the clock reached.
@@ -819,35 +855,37 @@ func (p *windowProc[K, V, A]) timers(prefix byte, now int64, on func(window.Trig
 	}
 	wm := p.ctx.Watermark()
 	for _, ik := range due {
-		if err := p.st.Delete(ik); err != nil {
-			return err
-		}
-		key := dataFromIndex(ik)
-		w, ok, err := p.get(key)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if prefix == prefixFire {
-			w.eventTimer = window.NoTimer
-		} else {
-			w.procTime = window.NoTimer
-		}
-		kb, _, err := parseData(key)
-		if err != nil {
-			return err
-		}
-		k, err := p.m.ks.Decode(kb)
-		if err != nil {
-			return fmt.Errorf("store %s: key: %w", p.m.Name(), err)
-		}
-		if err := p.apply(k, key, w, on(p.tctx(w, wm))); err != nil {
+		if err := p.runTimer(prefix, ik, wm, on); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runTimer runs one due timer (its index key ik) through the trigger.
+func (p *windowProc[K, V, A]) runTimer(prefix byte, ik []byte, wm int64, on func(window.TriggerContext) window.TriggerResult) error {
+	if err := p.st.Delete(ik); err != nil {
+		return err
+	}
+	key := dataFromIndex(ik)
+	w, ok, err := p.get(key)
+	if err != nil || !ok {
+		return err
+	}
+	if prefix == prefixFire {
+		w.eventTimer = window.NoTimer
+	} else {
+		w.procTime = window.NoTimer
+	}
+	kb, _, err := parseData(key)
+	if err != nil {
+		return err
+	}
+	k, err := p.m.ks.Decode(kb)
+	if err != nil {
+		return fmt.Errorf("store %s: key: %w", p.m.Name(), err)
+	}
+	return p.apply(k, key, w, on(p.tctx(w, wm)))
 }
 
 // due lists the index entries of one index at or before now, in order.
