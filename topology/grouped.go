@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -84,9 +85,25 @@ type Table[K, V any] struct {
 // StoreName is the name of the store that materializes the table.
 func (tb Table[K, V]) StoreName() string { return tb.n.Stores[0] }
 
-// ToStream turns the table's updates into a stream (key, new value).
+// ToStream turns the table's changes into a stream: an upsert (key, new
+// value) for each insert and update, a tombstone for each delete (a record
+// whose value is Kafka null when written to a topic; see Record.Tombstone).
 func ToStream[K, V any](tb Table[K, V]) Stream[K, V] {
-	return Stream[K, V]{t: tb.t, n: tb.n, ks: tb.ks, vs: tb.vs}
+	n := tb.t.add(&exec.Node{Name: tb.t.name("", "TOSTREAM"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		ch, ok := r.Value.(exec.Change)
+		switch {
+		case !ok:
+			return fmt.Errorf("topology: table node forwarded %T, not a change", r.Value)
+		case ch.New != nil:
+			r.Value = ch.New
+		case ch.Old != nil:
+			r.Value = exec.Tombstone
+		default:
+			return nil
+		}
+		return c.Forward(r)
+	})}, tb.n)
+	return Stream[K, V]{t: tb.t, n: n, ks: tb.ks, vs: tb.vs}
 }
 
 // Aggregate folds each key's records into an accumulator, starting from
@@ -153,6 +170,9 @@ func (p *updateProc[K, V, A]) Init(ctx exec.Context) error {
 }
 
 func (p *updateProc[K, V, A]) Process(r exec.Record) error {
+	if r.Value == exec.Tombstone {
+		return nil // aggregations ignore deletes, as Kafka Streams' ignore nulls
+	}
 	k := r.Key.(K)
 	old, ok, err := p.kv.Get(k)
 	if err != nil {
@@ -162,7 +182,11 @@ func (p *updateProc[K, V, A]) Process(r exec.Record) error {
 	if err := p.kv.Put(k, agg); err != nil {
 		return err
 	}
-	r.Value = agg
+	ch := exec.Change{New: agg}
+	if ok {
+		ch.Old = old
+	}
+	r.Value = ch
 	return p.ctx.Forward(r)
 }
 

@@ -14,6 +14,28 @@ type Record[K, V any] struct {
 	Value     V
 	Timestamp int64
 	Headers   []Header
+	// Tombstone marks a delete of Key (a Kafka null value; Value is then
+	// the zero value): what a table's deletes become in a stream.
+	Tombstone bool
+}
+
+// value is r's value as the runtime carries it.
+func (r Record[K, V]) value() any {
+	if r.Tombstone {
+		return exec.Tombstone
+	}
+	return r.Value
+}
+
+// recordOf types an exec.Record.
+func recordOf[K, V any](r exec.Record) Record[K, V] {
+	rec := Record[K, V]{Key: r.Key.(K), Timestamp: r.Timestamp, Headers: r.Headers}
+	if r.Value == exec.Tombstone {
+		rec.Tombstone = true
+	} else {
+		rec.Value = r.Value.(V)
+	}
+	return rec
 }
 
 // Processor is user code in the low-level Processor API: one instance per
@@ -74,12 +96,12 @@ func (c *ProcessorContext[KOut, VOut]) Watermark() int64 { return c.c.Watermark(
 
 // Forward passes r to every child.
 func (c *ProcessorContext[KOut, VOut]) Forward(r Record[KOut, VOut]) error {
-	return c.c.Forward(exec.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
+	return c.c.Forward(exec.Record{Key: r.Key, Value: r.value(), Timestamp: r.Timestamp, Headers: r.Headers})
 }
 
 // ForwardTo passes r to the named child only.
 func (c *ProcessorContext[KOut, VOut]) ForwardTo(child string, r Record[KOut, VOut]) error {
-	return c.c.ForwardTo(child, exec.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
+	return c.c.ForwardTo(child, exec.Record{Key: r.Key, Value: r.value(), Timestamp: r.Timestamp, Headers: r.Headers})
 }
 
 // Schedule calls fn every interval of the chosen clock, with the time that
@@ -195,7 +217,7 @@ func (u *userProc[KIn, VIn, KOut, VOut]) fire(d TimeDomain, now int64) error {
 }
 
 func (u *userProc[KIn, VIn, KOut, VOut]) Process(r exec.Record) error {
-	return u.p.Process(Record[KIn, VIn]{Key: r.Key.(KIn), Value: r.Value.(VIn), Timestamp: r.Timestamp, Headers: r.Headers})
+	return u.p.Process(recordOf[KIn, VIn](r))
 }
 
 func (u *userProc[KIn, VIn, KOut, VOut]) Close() error { return u.p.Close() }

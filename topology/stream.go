@@ -142,11 +142,30 @@ func decoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (
 	}
 }
 
+// tombstoneDecoder is decoder for topics where a null value is a delete:
+// repartition topics (a stream's tombstones) and table sources.
+func tombstoneDecoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (any, any, error) {
+	dec := decoder(ks, vs)
+	return func(kb, vb []byte) (any, any, error) {
+		if vb != nil {
+			return dec(kb, vb)
+		}
+		k, err := ks.Decode(kb)
+		if err != nil {
+			return nil, nil, fmt.Errorf("key: %w", err)
+		}
+		return k, exec.Tombstone, nil
+	}
+}
+
 func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v any) ([]byte, []byte, error) {
 	return func(k, v any) ([]byte, []byte, error) {
 		kb, err := ks.Encode(k.(K))
 		if err != nil {
 			return nil, nil, fmt.Errorf("key: %w", err)
+		}
+		if v == exec.Tombstone {
+			return kb, nil, nil // Kafka null
 		}
 		vb, err := vs.Encode(v.(V))
 		if err != nil {
@@ -171,7 +190,20 @@ func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
 }
 
 func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, ks serde.Serde[K2], vs serde.Serde[V2], fn func(exec.Context, exec.Record) error) Stream[K2, V2] {
-	n := s.t.add(&exec.Node{Name: s.t.name("", kind), Kind: exec.KindProcessor, New: newFn(fn)}, s.n)
+	// A tombstone (a table's delete) has no value to give the function:
+	// operators that keep the key pass it on, those that change it drop
+	// it (a delete has no new key).
+	rekeys := kind == "MAP" || kind == "FLATMAP" || kind == "SELECTKEY"
+	guarded := func(c exec.Context, r exec.Record) error {
+		if r.Value != exec.Tombstone {
+			return fn(c, r)
+		}
+		if rekeys {
+			return nil
+		}
+		return c.Forward(r)
+	}
+	n := s.t.add(&exec.Node{Name: s.t.name("", kind), Kind: exec.KindProcessor, New: newFn(guarded)}, s.n)
 	return Stream[K2, V2]{t: s.t, n: n, keyChanged: keyChanged, ks: ks, vs: vs}
 }
 
@@ -303,6 +335,9 @@ func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	}
 	names := make([]string, len(preds))
 	split := s.t.add(&exec.Node{Name: s.t.name("", "BRANCH"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		if r.Value == exec.Tombstone {
+			return c.ForwardTo(names[0], r) // no value to test: the first branch
+		}
 		k, v := r.Key.(K), r.Value.(V)
 		for i, p := range preds {
 			if p(k, v) {
@@ -365,6 +400,6 @@ func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs se
 	}
 	topic := name + "-repartition"
 	s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: encoder(ks, vs)}, s.n)
-	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: decoder(ks, vs)})
+	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: tombstoneDecoder(ks, vs)})
 	return Stream[K, V]{t: s.t, n: src, ks: ks, vs: vs}
 }

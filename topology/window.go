@@ -218,7 +218,7 @@ func windowed[K, V, A any](ws WindowedStream[K, V], kind string, m Materializati
 		if em.vs == nil {
 			ws.g.s.t.errorf(ErrMissingSerde, "sliding count windows keep their records and need the stream's value serde (give one in Grouped)")
 		}
-		tb := windowedElements[K, V, A](ws, kind, em, elementConfig[V]{}, func(k K, b window.Bounds, elems []Element[V]) []any {
+		tb := windowedElements[K, V, A](ws, kind, em, elementConfig[V]{}, true, func(k K, b window.Bounds, elems []Element[V]) []any {
 			var agg A
 			ok := false
 			for _, e := range elems {
@@ -745,7 +745,7 @@ func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err e
 // forward sends window w's result to the result children, stamped with the
 // window's last timestamp.
 func (p *windowProc[K, V, A]) forward(k K, w stored[A]) error {
-	return p.forwardValue(k, w.b, w.agg)
+	return p.forwardValue(k, w.b, exec.Change{New: w.agg})
 }
 
 func (p *windowProc[K, V, A]) forwardValue(k K, b window.Bounds, v any) error {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -80,7 +81,7 @@ func ProcessWindows[K, V, Out any](ws WindowedStream[K, V], fn func(key K, w win
 	if fn == nil {
 		ws.g.s.t.errorf(ErrNilFunction, "ProcessWindows needs a function")
 	}
-	tb := windowedElements[K, V, Out](ws, "process", m, cfg, func(k K, b window.Bounds, elems []Element[V]) []any {
+	tb := windowedElements[K, V, Out](ws, "process", m, cfg, false, func(k K, b window.Bounds, elems []Element[V]) []any {
 		outs := fn(k, b, elems)
 		res := make([]any, len(outs))
 		for i, o := range outs {
@@ -92,11 +93,11 @@ func ProcessWindows[K, V, Out any](ws WindowedStream[K, V], fn func(key K, w win
 }
 
 // windowedElements is the windowed node in element mode.
-func windowedElements[K, V, A any](ws WindowedStream[K, V], kind string, m Materialization[K, V], cfg elementConfig[V], fire func(K, window.Bounds, []Element[V]) []any) Table[Windowed[K], A] {
+func windowedElements[K, V, A any](ws WindowedStream[K, V], kind string, m Materialization[K, V], cfg elementConfig[V], table bool, fire func(K, window.Bounds, []Element[V]) []any) Table[Windowed[K], A] {
 	if ws.evictCount > 0 {
 		cfg.before = chainEvictors(CountEvictor[V](int(ws.evictCount)), cfg.before)
 	}
-	em := &elementMode[K, V]{vs: m.vs, cfg: cfg, fire: fire}
+	em := &elementMode[K, V]{vs: m.vs, cfg: cfg, fire: fire, table: table}
 	tb := windowedNode(ws, kind, m, nil, nil, em)
 	return Table[Windowed[K], A]{t: tb.t, n: tb.n, ks: tb.ks}
 }
@@ -117,6 +118,9 @@ type elementMode[K, V any] struct {
 	vs   serde.Serde[V]
 	cfg  elementConfig[V]
 	fire func(K, window.Bounds, []Element[V]) []any
+	// table: the results are a table's (aggregations over count windows),
+	// forwarded as changes; else a stream's (ProcessWindows).
+	table bool
 }
 
 const prefixElement = 'e'
@@ -197,6 +201,9 @@ func (p *windowProc[K, V, A]) fireElements(k K, key []byte, w *stored[A]) error 
 	}
 	if len(elems) > 0 {
 		for _, out := range p.elements.fire(k, w.b, slices.Clone(elems)) {
+			if p.elements.table {
+				out = exec.Change{New: out}
+			}
 			if err := p.forwardValue(k, w.b, out); err != nil {
 				return err
 			}

@@ -274,11 +274,12 @@ func (o *OutputTopic[K, V]) ReadRecords() ([]topology.Record[K, V], error) {
 		if err != nil {
 			return out, fmt.Errorf("topologytest: %s@%d key: %w", o.topic, r.Offset, err)
 		}
-		v, err := o.vs.Decode(r.Value)
-		if err != nil {
-			return out, fmt.Errorf("topologytest: %s@%d value: %w", o.topic, r.Offset, err)
+		rec := topology.Record[K, V]{Key: k, Timestamp: r.Timestamp.UnixMilli(), Tombstone: r.Value == nil}
+		if !rec.Tombstone {
+			if rec.Value, err = o.vs.Decode(r.Value); err != nil {
+				return out, fmt.Errorf("topologytest: %s@%d value: %w", o.topic, r.Offset, err)
+			}
 		}
-		rec := topology.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp.UnixMilli()}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, topology.Header{Key: h.Key, Value: h.Value})
 		}
@@ -289,12 +290,16 @@ func (o *OutputTopic[K, V]) ReadRecords() ([]topology.Record[K, V], error) {
 }
 
 // ToMap reads the records written since the last read into the last value
-// per key: the topic read as a table.
+// per key: the topic read as a table, where a tombstone deletes its key.
 func ToMap[K comparable, V any](o *OutputTopic[K, V]) (map[K]V, error) {
 	rs, err := o.ReadRecords()
 	m := make(map[K]V, len(rs))
 	for _, r := range rs {
-		m[r.Key] = r.Value
+		if r.Tombstone {
+			delete(m, r.Key)
+		} else {
+			m[r.Key] = r.Value
+		}
 	}
 	return m, err
 }

@@ -22,6 +22,21 @@ type Record struct {
 	Headers   []Header
 }
 
+// Change is the value a table node forwards: the key's value before and
+// after an update. nil means absent: Old is nil for an insert, New for a
+// delete.
+type Change struct {
+	Old, New any
+}
+
+// tombstone is the type of Tombstone.
+type tombstone struct{}
+
+// Tombstone is the value of a stream record that deletes its key (a Kafka
+// null): what a table's deletes become in its stream, and what a table
+// source reads from a null value.
+var Tombstone any = tombstone{}
+
 // Processor is one operator instance inside one task. It is called from the
 // task's goroutine only.
 type Processor interface {
