@@ -1,0 +1,287 @@
+package topology
+
+import (
+	"fmt"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/serde"
+)
+
+// TableFrom reads topic as a table (Kafka Streams' builder.table): each
+// record upserts its key, a record with a null value deletes it, and every
+// change is forwarded with the key's old and new value. The table is
+// materialized in m. Null values are deletes here, not decoding errors.
+func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opts ...SourceOption) Table[K, V] {
+	var cfg sourceConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if topic == "" {
+		t.errorf(ErrMissingName, "a table needs a topic")
+	}
+	if t.topics[topic] {
+		t.errorf(ErrDuplicateTopic, "topic %q is read by two sources; read it once and reuse the stream", topic)
+	}
+	t.topics[topic] = true
+	if !m.register(t) {
+		return Table[K, V]{t: t}
+	}
+	src := t.add(&exec.Node{
+		Name:       t.name(cfg.name, "SOURCE"),
+		Kind:       exec.KindSource,
+		Topics:     []string{topic},
+		DeadLetter: cfg.deadLetter,
+		OnError:    cfg.onError,
+		Decode:     tombstoneDecoder(m.ks, m.vs),
+		Time:       cfg.time,
+		Watermark:  cfg.watermark,
+	})
+	n := t.add(&exec.Node{
+		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),
+		Kind:   exec.KindProcessor,
+		Stores: []string{m.Name()},
+		New:    func() exec.Processor { return &tableSourceProc[K, V]{m: m} },
+	}, src)
+	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs}
+}
+
+// tableSourceProc materializes a topic read as a table.
+type tableSourceProc[K, V any] struct {
+	m   Materialization[K, V]
+	kv  *KV[K, V]
+	ctx exec.Context
+}
+
+func (p *tableSourceProc[K, V]) Init(ctx exec.Context) error {
+	p.ctx, p.kv = ctx, p.m.open(ctx)
+	return nil
+}
+
+func (p *tableSourceProc[K, V]) Process(r exec.Record) error {
+	k := r.Key.(K)
+	old, had, err := p.kv.Get(k)
+	if err != nil {
+		return err
+	}
+	var ch exec.Change
+	if had {
+		ch.Old = old
+	}
+	if r.Value == exec.Tombstone {
+		if !had {
+			return nil // deleting what is not there changes nothing
+		}
+		err = p.kv.Delete(k)
+	} else {
+		ch.New = r.Value
+		err = p.kv.Put(k, r.Value.(V))
+	}
+	if err != nil {
+		return err
+	}
+	r.Value = ch
+	return p.ctx.Forward(r)
+}
+
+func (p *tableSourceProc[K, V]) Close() error { return nil }
+
+// tableNode adds a stateless node over a table's changes: fn maps one side
+// (old or new) of a change, returning ok=false for "absent".
+func tableNode[K, V, V2 any](tb Table[K, V], kind string, fn func(K, V) (V2, bool)) *exec.Node {
+	side := func(k K, v any) any {
+		if v == nil {
+			return nil
+		}
+		if out, ok := fn(k, v.(V)); ok {
+			return out
+		}
+		return nil
+	}
+	return tb.t.add(&exec.Node{Name: tb.t.name("", kind), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		ch := r.Value.(exec.Change)
+		k := r.Key.(K)
+		out := exec.Change{Old: side(k, ch.Old), New: side(k, ch.New)}
+		if out.Old == nil && out.New == nil {
+			return nil
+		}
+		r.Value = out
+		return c.Forward(r)
+	})}, tb.n)
+}
+
+// MapTableValues maps each value of the table (Kafka Streams'
+// KTable.mapValues): old and new values of every change are both mapped,
+// so aggregations downstream can retract the old one.
+func MapTableValues[K, V, V2 any](tb Table[K, V], fn func(K, V) V2) Table[K, V2] {
+	if fn == nil {
+		tb.t.errorf(ErrNilFunction, "MapTableValues needs a function")
+	}
+	n := tableNode(tb, "TABLE-MAPVALUES", func(k K, v V) (V2, bool) { return fn(k, v), true })
+	return Table[K, V2]{t: tb.t, n: n, ks: tb.ks}
+}
+
+// FilterTable keeps the rows for which pred is true (Kafka Streams'
+// KTable.filter): a row that stops matching is deleted downstream.
+func FilterTable[K, V any](tb Table[K, V], pred func(K, V) bool) Table[K, V] {
+	if pred == nil {
+		tb.t.errorf(ErrNilFunction, "FilterTable needs a predicate")
+	}
+	n := tableNode(tb, "TABLE-FILTER", func(k K, v V) (V, bool) { return v, pred(k, v) })
+	return Table[K, V]{t: tb.t, n: n, ks: tb.ks, vs: tb.vs}
+}
+
+// GroupedTable is a table re-grouped by a new key, ready for an
+// aggregation that adds new rows and subtracts old ones.
+type GroupedTable[K, V any] struct {
+	t *Topology
+	s Stream[K, tableOp[V]]
+}
+
+// tableOp is one half of a change travelling to its group: add a row, or
+// subtract it.
+type tableOp[V any] struct {
+	add bool
+	v   V
+}
+
+// tableOpSerde encodes a tableOp as a byte (1: add, 0: subtract) and the
+// value.
+type tableOpSerde[V any] struct{ vs serde.Serde[V] }
+
+func (s tableOpSerde[V]) Encode(op tableOp[V]) ([]byte, error) {
+	b, err := s.vs.Encode(op.v)
+	if err != nil {
+		return nil, err
+	}
+	flag := byte(0)
+	if op.add {
+		flag = 1
+	}
+	return append([]byte{flag}, b...), nil
+}
+
+func (s tableOpSerde[V]) Decode(b []byte) (tableOp[V], error) {
+	if len(b) == 0 || b[0] > 1 {
+		return tableOp[V]{}, fmt.Errorf("%w: table operation", serde.ErrDecode)
+	}
+	v, err := s.vs.Decode(b[1:])
+	return tableOp[V]{add: b[0] == 1, v: v}, err
+}
+
+// GroupTableBy re-keys each row with fn and groups by the new key (Kafka
+// Streams' KTable.groupBy). Every change becomes a subtraction of the old
+// row from its old group and an addition of the new row to its new group,
+// sent through <application.id>-<name>-repartition, so a row that moves
+// between groups leaves the old one.
+func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), g Grouping[K2, V2]) GroupedTable[K2, V2] {
+	t := tb.t
+	if fn == nil {
+		t.errorf(ErrNilFunction, "GroupTableBy needs a function")
+	}
+	if g.Name == "" || g.Key == nil || g.Val == nil {
+		t.errorf(ErrMissingSerde, "GroupTableBy always repartitions: give Grouped a name and serdes")
+		return GroupedTable[K2, V2]{t: t, s: Stream[K2, tableOp[V2]]{t: t, n: tb.n}}
+	}
+	n := t.add(&exec.Node{Name: t.name("", "TABLE-GROUPBY"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		ch := r.Value.(exec.Change)
+		k := r.Key.(K)
+		if ch.Old != nil {
+			k2, v2 := fn(k, ch.Old.(V))
+			if err := c.Forward(exec.Record{Key: k2, Value: tableOp[V2]{add: false, v: v2}, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+				return err
+			}
+		}
+		if ch.New != nil {
+			k2, v2 := fn(k, ch.New.(V))
+			return c.Forward(exec.Record{Key: k2, Value: tableOp[V2]{add: true, v: v2}, Timestamp: r.Timestamp, Headers: r.Headers})
+		}
+		return nil
+	})}, tb.n)
+	s := repartition(Stream[K2, tableOp[V2]]{t: t, n: n}, g.Name, g.Key, serde.Serde[tableOp[V2]](tableOpSerde[V2]{g.Val}))
+	return GroupedTable[K2, V2]{t: t, s: s}
+}
+
+// AggregateTable folds each group's rows into an accumulator kept in m:
+// add for a row that joins the group, subtract for one that leaves it
+// (Kafka Streams' KGroupedTable.aggregate).
+func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtract func(K, V, A) A, m Materialization[K, A]) Table[K, A] {
+	t := g.t
+	if init == nil || add == nil || subtract == nil {
+		t.errorf(ErrNilFunction, "AggregateTable needs init, add and subtract functions")
+	}
+	if !m.register(t) {
+		return Table[K, A]{t: t, n: g.s.n}
+	}
+	n := t.add(&exec.Node{
+		Name:   t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"),
+		Kind:   exec.KindProcessor,
+		Stores: []string{m.Name()},
+		New: func() exec.Processor {
+			return &tableAggProc[K, V, A]{m: m, init: init, add: add, subtract: subtract}
+		},
+	}, g.s.n)
+	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs}
+}
+
+// CountTable counts the rows per group.
+func CountTable[K, V any](g GroupedTable[K, V], m Materialization[K, int64]) Table[K, int64] {
+	return AggregateTable(g, func() int64 { return 0 },
+		func(_ K, _ V, n int64) int64 { return n + 1 },
+		func(_ K, _ V, n int64) int64 { return n - 1 }, m)
+}
+
+// ReduceTable combines each group's rows with add, and takes a row out
+// with subtract.
+func ReduceTable[K, V any](g GroupedTable[K, V], add, subtract func(V, V) V, m Materialization[K, V]) Table[K, V] {
+	var zero V
+	if add == nil || subtract == nil {
+		g.t.errorf(ErrNilFunction, "ReduceTable needs add and subtract functions")
+	}
+	return AggregateTable(g, func() V { return zero },
+		func(_ K, v, agg V) V { return add(agg, v) },
+		func(_ K, v, agg V) V { return subtract(agg, v) }, m)
+}
+
+type tableAggProc[K, V, A any] struct {
+	m             Materialization[K, A]
+	init          func() A
+	add, subtract func(K, V, A) A
+	kv            *KV[K, A]
+	ctx           exec.Context
+}
+
+func (p *tableAggProc[K, V, A]) Init(ctx exec.Context) error {
+	p.ctx, p.kv = ctx, p.m.open(ctx)
+	return nil
+}
+
+func (p *tableAggProc[K, V, A]) Process(r exec.Record) error {
+	if r.Value == exec.Tombstone {
+		return nil
+	}
+	k, op := r.Key.(K), r.Value.(tableOp[V])
+	old, had, err := p.kv.Get(k)
+	if err != nil {
+		return err
+	}
+	agg := old
+	if !had {
+		agg = p.init()
+	}
+	if op.add {
+		agg = p.add(k, op.v, agg)
+	} else {
+		agg = p.subtract(k, op.v, agg)
+	}
+	if err := p.kv.Put(k, agg); err != nil {
+		return err
+	}
+	ch := exec.Change{New: agg}
+	if had {
+		ch.Old = old
+	}
+	r.Value = ch
+	return p.ctx.Forward(r)
+}
+
+func (p *tableAggProc[K, V, A]) Close() error { return nil }
