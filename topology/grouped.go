@@ -80,10 +80,19 @@ type Table[K, V any] struct {
 	n  *exec.Node
 	ks serde.Serde[K]
 	vs serde.Serde[V]
+	// mat is the key-value store holding the table, if it has one:
+	// a table read from a topic, or aggregated from a stream or a table.
+	mat Materialization[K, V]
 }
 
-// StoreName is the name of the store that materializes the table.
-func (tb Table[K, V]) StoreName() string { return tb.n.Stores[0] }
+// StoreName is the name of the store that materializes the table ("" if
+// none does: a table mapped or filtered from another).
+func (tb Table[K, V]) StoreName() string {
+	if tb.mat.spec == nil && tb.n != nil && len(tb.n.Stores) > 0 {
+		return tb.n.Stores[0] // a windowed table's window store
+	}
+	return tb.mat.Name()
+}
 
 // ToStream turns the table's changes into a stream: an upsert (key, new
 // value) for each insert and update, a tombstone for each delete (a record
@@ -154,7 +163,7 @@ func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K
 		Stores: []string{m.Name()},
 		New:    func() exec.Processor { return &updateProc[K, V, A]{m: m, fn: fn} },
 	}, s.n)
-	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs}
+	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
 type updateProc[K, V, A any] struct {

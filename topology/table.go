@@ -42,7 +42,7 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 		Stores: []string{m.Name()},
 		New:    func() exec.Processor { return &tableSourceProc[K, V]{m: m} },
 	}, src)
-	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs}
+	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
 // tableSourceProc materializes a topic read as a table.
@@ -220,7 +220,7 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 			return &tableAggProc[K, V, A]{m: m, init: init, add: add, subtract: subtract}
 		},
 	}, g.s.n)
-	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs}
+	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
 // CountTable counts the rows per group.

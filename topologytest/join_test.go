@@ -1,0 +1,228 @@
+package topologytest_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/topologytest"
+)
+
+// TestStreamTableJoinsMatchOracle interleaves table updates (with deletes)
+// and stream records at random, and checks every joined record against a
+// brute-force model of the table as it stands when the record arrives.
+func TestStreamTableJoinsMatchOracle(t *testing.T) {
+	for _, left := range []bool{false, true} {
+		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
+			tp := topology.New()
+			clicks := topology.From(tp, "clicks", serde.String, serde.String)
+			users := topology.TableFrom(tp, "users", topology.Materialized("users", serde.String, serde.String))
+			var joined topology.Stream[string, string]
+			if left {
+				joined = topology.LeftJoinTable(clicks, users, func(k, click, region string, ok bool) string {
+					if !ok {
+						region = "?"
+					}
+					return click + "@" + region
+				})
+			} else {
+				joined = topology.JoinTable(clicks, users, func(k, click, region string) string { return click + "@" + region })
+			}
+			topology.To(joined, "out", serde.String, serde.String)
+			d, err := topologytest.New(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			cin := topologytest.NewInputTopic(d, "clicks", serde.String, serde.String)
+			uin := topologytest.NewInputTopic(d, "users", serde.String, serde.String)
+			out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
+			rng := rand.New(rand.NewPCG(5, 6))
+			table := map[string]string{}
+			var want, got []string
+			for i := range 2000 {
+				user := fmt.Sprintf("u%d", rng.IntN(20))
+				switch rng.IntN(3) {
+				case 0:
+					region := fmt.Sprintf("r%d", rng.IntN(5))
+					if err := uin.Pipe(user, region, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					table[user] = region
+				case 1:
+					if err := uin.PipeBytes([]byte(user), nil, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					delete(table, user)
+				default:
+					click := fmt.Sprintf("c%d", i)
+					if err := cin.Pipe(user, click, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					if region, ok := table[user]; ok {
+						want = append(want, user+"="+click+"@"+region)
+					} else if left {
+						want = append(want, user+"="+click+"@?")
+					}
+				}
+			}
+			rs, err := out.ReadRecords()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				got = append(got, r.Key+"="+r.Value)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("joined %d records, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+			}
+			if len(want) < 300 {
+				t.Fatalf("only %d joined records: the input does not exercise the join", len(want))
+			}
+		})
+	}
+}
+
+// TestTableTableJoinsMatchOracle updates and deletes rows of two tables at
+// random and checks, after every update, that the joined table (read from
+// its change stream, tombstones deleting) equals the join of the two tables
+// as they stand.
+func TestTableTableJoinsMatchOracle(t *testing.T) {
+	type joinKind struct {
+		name  string
+		build func(l, r topology.Table[string, string]) topology.Table[string, string]
+		want  func(l, r map[string]string) map[string]string
+	}
+	kinds := []joinKind{
+		{"inner", func(l, r topology.Table[string, string]) topology.Table[string, string] {
+			return topology.JoinTables(l, r, func(_, a, b string) string { return a + "+" + b })
+		}, func(l, r map[string]string) map[string]string {
+			m := map[string]string{}
+			for k, a := range l {
+				if b, ok := r[k]; ok {
+					m[k] = a + "+" + b
+				}
+			}
+			return m
+		}},
+		{"left", func(l, r topology.Table[string, string]) topology.Table[string, string] {
+			return topology.LeftJoinTables(l, r, func(_, a, b string, ok bool) string {
+				if !ok {
+					b = "-"
+				}
+				return a + "+" + b
+			})
+		}, func(l, r map[string]string) map[string]string {
+			m := map[string]string{}
+			for k, a := range l {
+				b, ok := r[k]
+				if !ok {
+					b = "-"
+				}
+				m[k] = a + "+" + b
+			}
+			return m
+		}},
+		{"outer", func(l, r topology.Table[string, string]) topology.Table[string, string] {
+			return topology.OuterJoinTables(l, r, func(_, a string, aok bool, b string, bok bool) string {
+				if !aok {
+					a = "-"
+				}
+				if !bok {
+					b = "-"
+				}
+				return a + "+" + b
+			})
+		}, func(l, r map[string]string) map[string]string {
+			m := map[string]string{}
+			for k := range l {
+				m[k] = ""
+			}
+			for k := range r {
+				m[k] = ""
+			}
+			for k := range m {
+				a, aok := l[k]
+				b, bok := r[k]
+				if !aok {
+					a = "-"
+				}
+				if !bok {
+					b = "-"
+				}
+				m[k] = a + "+" + b
+			}
+			return m
+		}},
+	}
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			tp := topology.New()
+			l := topology.TableFrom(tp, "left", topology.Materialized("left", serde.String, serde.String))
+			r := topology.TableFrom(tp, "right", topology.Materialized("right", serde.String, serde.String))
+			topology.To(topology.ToStream(kind.build(l, r)), "out", serde.String, serde.String)
+			d, err := topologytest.New(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			in := map[string]*topologytest.InputTopic[string, string]{
+				"left": topologytest.NewInputTopic(d, "left", serde.String, serde.String),
+				"right": topologytest.NewInputTopic(d, "right", serde.String, serde.String),
+			}
+			out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
+			rng := rand.New(rand.NewPCG(7, 8))
+			tables := map[string]map[string]string{"left": {}, "right": {}}
+			view := map[string]string{}
+			deletes := 0
+			for i := range 1500 {
+				side := []string{"left", "right"}[rng.IntN(2)]
+				k := fmt.Sprintf("k%d", rng.IntN(15))
+				if rng.IntN(4) == 0 {
+					if err := in[side].PipeBytes([]byte(k), nil, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					if _, ok := tables[side][k]; ok {
+						deletes++
+					}
+					delete(tables[side], k)
+				} else {
+					v := fmt.Sprintf("%s%d", side[:1], i)
+					if err := in[side].Pipe(k, v, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					tables[side][k] = v
+				}
+				rs, err := out.ReadRecords()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rs {
+					if r.Tombstone {
+						delete(view, r.Key)
+					} else {
+						view[r.Key] = r.Value
+					}
+				}
+				if want := kind.want(tables["left"], tables["right"]); !maps.Equal(view, want) {
+					t.Fatalf("after update %d (%s %s): joined table %v, want %v", i, side, k, view, want)
+				}
+			}
+			if deletes < 100 {
+				t.Fatalf("only %d deletes", deletes)
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
