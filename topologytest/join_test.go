@@ -170,7 +170,7 @@ func TestTableTableJoinsMatchOracle(t *testing.T) {
 			}
 			defer d.Close()
 			in := map[string]*topologytest.InputTopic[string, string]{
-				"left": topologytest.NewInputTopic(d, "left", serde.String, serde.String),
+				"left":  topologytest.NewInputTopic(d, "left", serde.String, serde.String),
 				"right": topologytest.NewInputTopic(d, "right", serde.String, serde.String),
 			}
 			out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
