@@ -1,0 +1,308 @@
+package topology
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// JoinWindow bounds a stream-stream join (Kafka Streams' JoinWindows): a
+// left record at ts joins the right records of its key with timestamps in
+// [ts-before, ts+after], both ends inclusive. Grace is how long after that
+// a record may still arrive; it defaults to 0 and is never hidden.
+type JoinWindow struct {
+	before, after, grace int64
+}
+
+// JoinWindows is a symmetric window: right records up to d before or after
+// a left one.
+func JoinWindows(d time.Duration) JoinWindow {
+	return JoinWindow{before: d.Milliseconds(), after: d.Milliseconds()}
+}
+
+// JoinWindowsBetween is a window of right records from before a left
+// record to after it.
+func JoinWindowsBetween(before, after time.Duration) JoinWindow {
+	return JoinWindow{before: before.Milliseconds(), after: after.Milliseconds()}
+}
+
+// WithGrace lets records arrive up to d late (after the watermark passed
+// the end of the windows they could join).
+func (w JoinWindow) WithGrace(d time.Duration) JoinWindow { w.grace = d.Milliseconds(); return w }
+
+// StreamJoined names and types the stores of a stream-stream join: the
+// records of each side wait in the window stores <name>-left and
+// <name>-right (changelogs <application.id>-<name>-left-changelog and
+// -right-changelog), and re-keyed sides repartition through
+// <application.id>-<name>-left-repartition (and -right-).
+type StreamJoined[K, VL, VR any] struct {
+	Name string
+	Key  serde.Serde[K]
+	Left serde.Serde[VL]
+	// Right is the right side's value serde.
+	Right serde.Serde[VR]
+}
+
+// JoinStreams joins the records of two streams with equal keys whose
+// timestamps are within the window (inner join): each pair is joined once,
+// when the second of the two arrives.
+func JoinStreams[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow, joiner func(K, VL, VR) V, j StreamJoined[K, VL, VR]) Stream[K, V] {
+	if joiner == nil {
+		l.t.errorf(ErrNilFunction, "JoinStreams needs a joiner")
+	}
+	return streamJoin(l, r, w, j, "JOIN-STREAMS", false, false, func(k K, lv VL, _ bool, rv VR, _ bool) V { return joiner(k, lv, rv) })
+}
+
+// LeftJoinStreams is JoinStreams that also emits each left record that
+// joined nothing, with ok=false, once no right record can join it any
+// more: when the watermark passes ts+before+after+grace. No left record is
+// ever emitted unjoined and then joined.
+func LeftJoinStreams[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow, joiner func(k K, lv VL, rv VR, ok bool) V, j StreamJoined[K, VL, VR]) Stream[K, V] {
+	if joiner == nil {
+		l.t.errorf(ErrNilFunction, "LeftJoinStreams needs a joiner")
+	}
+	return streamJoin(l, r, w, j, "LEFTJOIN-STREAMS", true, false, func(k K, lv VL, _ bool, rv VR, rok bool) V { return joiner(k, lv, rv, rok) })
+}
+
+// OuterJoinStreams is LeftJoinStreams for both sides.
+func OuterJoinStreams[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow, joiner func(k K, lv VL, lok bool, rv VR, rok bool) V, j StreamJoined[K, VL, VR]) Stream[K, V] {
+	if joiner == nil {
+		l.t.errorf(ErrNilFunction, "OuterJoinStreams needs a joiner")
+	}
+	return streamJoin(l, r, w, j, "OUTERJOIN-STREAMS", true, true, joiner)
+}
+
+func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow, j StreamJoined[K, VL, VR], kind string, leftOuter, rightOuter bool, joiner func(K, VL, bool, VR, bool) V) Stream[K, V] {
+	t := l.t
+	if l.t != r.t {
+		t.errorf(ErrForeignHandle, "join of streams from two topologies")
+	}
+	if j.Name == "" || j.Key == nil || j.Left == nil || j.Right == nil {
+		t.errorf(ErrMissingSerde, "%s needs StreamJoined with a name and serdes", kind)
+		return Stream[K, V]{t: t, n: l.n}
+	}
+	if w.before < 0 || w.after < 0 || w.grace < 0 {
+		t.errorf(ErrInvalidWindow, "join window bounds and grace must not be negative")
+	}
+	if l.keyChanged {
+		l = repartition(l, j.Name+"-left", j.Key, j.Left)
+	}
+	if r.keyChanged {
+		r = repartition(r, j.Name+"-right", j.Key, j.Right)
+	}
+	retention := time.Duration(w.before+w.after+w.grace)*time.Millisecond + 24*time.Hour
+	lm := Materialized(j.Name+"-left", j.Key, j.Left)
+	rm := Materialized(j.Name+"-right", j.Key, j.Right)
+	for _, spec := range []*exec.Store{lm.spec, rm.spec} {
+		spec.Windowed, spec.Retention = true, retention
+	}
+	if !lm.register(t) || !rm.register(t) {
+		return Stream[K, V]{t: t, n: l.n}
+	}
+	stores := []string{lm.Name(), rm.Name()}
+	// A left record at ts may be late once ts+after+grace is reached: the
+	// earliest right record it could join (ts-before) is then gone. It is
+	// removed (and, unjoined in a left join, emitted) at
+	// ts+before+after+grace, when no on-time right record can join it.
+	span := w.before + w.after + w.grace
+	left := t.add(&exec.Node{Name: t.name(j.Name+"-join-left", kind+"-LEFT"), Kind: exec.KindProcessor, Stores: stores, New: func() exec.Processor {
+		return &joinSide[K, VL, VR, V]{own: lm, other: rm, lateAfter: w.after + w.grace, closeAfter: span,
+			lo: -w.after, hi: w.before, outer: leftOuter,
+			join: func(k K, own VL, other VR, ok bool) V { return joiner(k, own, true, other, ok) }}
+	}}, l.n)
+	right := t.add(&exec.Node{Name: t.name(j.Name+"-join-right", kind+"-RIGHT"), Kind: exec.KindProcessor, Stores: stores, New: func() exec.Processor {
+		return &joinSide[K, VR, VL, V]{own: rm, other: lm, lateAfter: w.before + w.grace, closeAfter: span,
+			lo: -w.before, hi: w.after, outer: rightOuter,
+			join: func(k K, own VR, other VL, ok bool) V { return joiner(k, other, ok, own, true) }}
+	}}, r.n)
+	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
+		return c.Forward(r)
+	})}, left, right)
+	return Stream[K, V]{t: t, n: n, ks: j.Key, keyChanged: false}
+}
+
+// joinSide handles one side's records: it stores each one, joins it with
+// the other side's stored records in range, and, at the watermark, removes
+// the records no on-time record can join any more, emitting the unjoined
+// ones of an outer side.
+//
+// Store layout (each side's window store):
+//
+//	d uvarint(len(key)) key ts seq → flags (bit 0: joined), value
+//	x close <d-suffix>             → 1   remove at the watermark
+type joinSide[K, Own, Other, V any] struct {
+	own   Materialization[K, Own]
+	other Materialization[K, Other]
+	// An own record at ts joins the other side's records with timestamps
+	// in [ts-hi, ts-lo]: for the left side hi = before and lo = -after.
+	lo, hi                int64
+	lateAfter, closeAfter int64
+	outer                 bool
+	join                  func(k K, own Own, other Other, ok bool) V
+
+	ctx       exec.Context
+	st, ost   *store.Staged
+	seq       int64
+	nextClose int64
+}
+
+func (p *joinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
+	p.ctx, p.st, p.ost = ctx, ctx.Store(p.own.Name()), ctx.Store(p.other.Name())
+	p.nextClose = 1<<63 - 1
+	if k, _, ok, err := p.st.First([]byte{prefixExpire}, []byte{prefixExpire + 1}); err != nil {
+		return err
+	} else if ok {
+		p.nextClose = readTime(k[1:9])
+	}
+	// Sequence numbers only tell apart records of one key and timestamp;
+	// starting from the largest stored one keeps them unique.
+	return p.st.Range([]byte{prefixData}, []byte{prefixData + 1}, func(k, _ []byte) error {
+		p.seq = max(p.seq, int64(binary.BigEndian.Uint64(k[len(k)-8:]))+1)
+		return nil
+	})
+}
+
+func (p *joinSide[K, Own, Other, V]) Close() error { return nil }
+
+func joinKey(kb []byte, ts, seq int64) []byte {
+	b := appendTime(keyPrefix(kb), ts)
+	return binary.BigEndian.AppendUint64(b, uint64(seq))
+}
+
+func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
+	if r.Value == exec.Tombstone {
+		return nil // a delete has no value to join
+	}
+	ts := r.Timestamp
+	if ts+p.lateAfter <= p.ctx.Watermark() {
+		p.ctx.CountLate()
+		return nil
+	}
+	k := r.Key.(K)
+	kb, err := p.own.ks.Encode(k)
+	if err != nil {
+		return fmt.Errorf("store %s: key: %w", p.own.Name(), err)
+	}
+	vb, err := p.own.vs.Encode(r.Value.(Own))
+	if err != nil {
+		return fmt.Errorf("store %s: value: %w", p.own.Name(), err)
+	}
+	// The other side's records of the key in range, in (ts, seq) order.
+	from, to := ts-p.hi, ts-p.lo // other.ts in [ts-hi, ts-lo]
+	type match struct {
+		key []byte
+		val []byte
+	}
+	var matches []match
+	pre := keyPrefix(kb)
+	if err := p.ost.Range(appendTime(pre, from), appendTime(pre, to+1), func(ok, ov []byte) error {
+		matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
+		return nil
+	}); err != nil {
+		return err
+	}
+	flags := byte(0)
+	own := r.Value.(Own)
+	for _, m := range matches {
+		if len(m.val) < 1 {
+			return fmt.Errorf("store %s: %w: join record of %d bytes", p.other.Name(), window.ErrCorrupt, len(m.val))
+		}
+		ov, err := p.other.vs.Decode(m.val[1:])
+		if err != nil {
+			return fmt.Errorf("store %s: value: %w", p.other.Name(), err)
+		}
+		flags = 1
+		if m.val[0]&1 == 0 {
+			m.val[0] |= 1
+			if err := p.ost.Put(m.key, m.val); err != nil {
+				return err
+			}
+		}
+		out := r
+		out.Value = p.join(k, own, ov, true)
+		out.Timestamp = max(ts, readTime(m.key[len(m.key)-16:]))
+		if err := p.ctx.Forward(out); err != nil {
+			return err
+		}
+	}
+	key := joinKey(kb, ts, p.seq)
+	p.seq++
+	closes := ts + p.closeAfter
+	if err := p.st.Put(key, append([]byte{flags}, vb...)); err != nil {
+		return err
+	}
+	p.nextClose = min(p.nextClose, closes)
+	return p.st.Put(indexKey(prefixExpire, closes, key), indexValue)
+}
+
+// OnWatermark removes the own records no on-time record can join any more,
+// emitting the unjoined ones of an outer side, in (time, key) order.
+func (p *joinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
+	if wm < p.nextClose {
+		return nil
+	}
+	end := []byte{prefixExpire + 1}
+	if wm < 1<<63-1 {
+		end = appendTime([]byte{prefixExpire}, wm+1)
+	}
+	var due [][]byte
+	if err := p.st.Range([]byte{prefixExpire}, end, func(k, _ []byte) error {
+		due = append(due, append([]byte(nil), k...))
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, ik := range due {
+		key := dataFromIndex(ik)
+		val, ok, err := p.st.Get(key)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(p.st.Delete(ik), p.st.Delete(key)); err != nil {
+			return err
+		}
+		if !ok || !p.outer || len(val) > 0 && val[0]&1 != 0 {
+			continue
+		}
+		kb, _, err := parseJoinKey(key)
+		if err != nil {
+			return err
+		}
+		k, err := p.own.ks.Decode(kb)
+		if err != nil {
+			return fmt.Errorf("store %s: key: %w", p.own.Name(), err)
+		}
+		v, err := p.own.vs.Decode(val[1:])
+		if err != nil {
+			return fmt.Errorf("store %s: value: %w", p.own.Name(), err)
+		}
+		var none Other
+		ts := readTime(key[len(key)-16:])
+		if err := p.ctx.Forward(exec.Record{Key: k, Value: p.join(k, v, none, false), Timestamp: ts}); err != nil {
+			return err
+		}
+	}
+	p.nextClose = 1<<63 - 1
+	if k, _, ok, err := p.st.First([]byte{prefixExpire}, []byte{prefixExpire + 1}); err != nil {
+		return err
+	} else if ok {
+		p.nextClose = readTime(k[1:9])
+	}
+	return nil
+}
+
+// parseJoinKey splits a join record's key into the key's encoding, and the
+// timestamp.
+func parseJoinKey(k []byte) ([]byte, int64, error) {
+	n, w := binary.Uvarint(k[1:])
+	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+16 {
+		return nil, 0, fmt.Errorf("%w: join store key of %d bytes", window.ErrCorrupt, len(k))
+	}
+	return k[1+w : 1+w+int(n)], readTime(k[len(k)-16:]), nil
+}
