@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/txn"
 )
@@ -45,6 +46,7 @@ type App struct {
 	partitions map[int]int32  // sub-topology → tasks
 	// internalPartitions: runtime repartition topic → partitions
 	internalPartitions map[string]int32
+	globals            map[string]store.Engine
 	changelogs         map[string]bool
 	txnID              string
 	dir                string
@@ -140,6 +142,15 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	g, err := a.startGlobals(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer g.close()
+	a.globals = g.engines
 	failures := 0
 	for {
 		commits := a.stats.Commits.Load()
@@ -657,7 +668,8 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
 		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
 		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout,
-		OnLate: func() { in.a.stats.Late.Add(1) },
+		OnLate:  func() { in.a.stats.Late.Add(1) },
+		Globals: in.a.globals,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
 			in.a.stats.addFailure(FailureKey{ec.Class, act})
 			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,

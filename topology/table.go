@@ -35,6 +35,7 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 		Decode:     tombstoneDecoder(m.ks, m.vs),
 		Time:       cfg.time,
 		Watermark:  cfg.watermark,
+		Table:      true,
 	})
 	n := t.add(&exec.Node{
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),

@@ -35,9 +35,11 @@ type Topology struct {
 	names  map[string]bool
 	stores map[string]*exec.Store
 	topics map[string]bool // source topics
-	errs   []error
-	seq    int
-	built  *Built
+	// globals are the global tables, in definition order.
+	globals []*exec.Global
+	errs    []error
+	seq     int
+	built   *Built
 }
 
 // New returns an empty topology.
@@ -128,7 +130,14 @@ func (t *Topology) Build() (*Built, error) {
 	if !hasSource {
 		errs = append(errs, fmt.Errorf("%w: the topology reads no topic", ErrNoSource))
 	}
-	plan := &exec.Plan{Stores: t.stores, StoreSub: map[string]int{}}
+	plan := &exec.Plan{Stores: t.stores, StoreSub: map[string]int{}, Globals: t.globals}
+	for _, n := range t.nodes {
+		for _, g := range n.Globals {
+			if !slices.ContainsFunc(t.globals, func(x *exec.Global) bool { return x.Name == g }) {
+				errs = append(errs, fmt.Errorf("%w: node %q reads global table %q, which is not defined", ErrUnknownStore, n.Name, g))
+			}
+		}
+	}
 	for _, comp := range components(t.nodes) {
 		sub := &exec.SubTopology{ID: len(plan.Subs), Nodes: comp}
 		seen := map[string]bool{}

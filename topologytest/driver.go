@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
 )
 
@@ -61,6 +62,9 @@ type Driver struct {
 	offsets  map[string]int64
 	outputs  map[string][]*kgo.Record
 	queue    []*kgo.Record // records sent to internal topics, not yet processed
+	// globals are the global tables: topic → the engines it feeds.
+	globals     map[string][]store.Engine
+	globalNames map[string]store.Engine
 	errors   map[exec.ErrorClass]exec.ErrorHandler
 
 	maxRecordBytes int
@@ -89,11 +93,17 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		return nil, err
 	}
 	plan := built.Plan()
+	d.globals, d.globalNames = map[string][]store.Engine{}, map[string]store.Engine{}
+	for _, g := range plan.Globals {
+		e := store.NewMemory()
+		d.globals[g.Topic] = append(d.globals[g.Topic], e)
+		d.globalNames[g.Name] = e
+	}
 	for _, sub := range plan.Subs {
 		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
 			AppID: d.appID, StateDir: d.dir, Send: d.send,
 			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
-			IdleTimeout: d.idleTimeout,
+			IdleTimeout: d.idleTimeout, Globals: d.globalNames,
 		})
 		if err != nil {
 			d.Close()
@@ -153,8 +163,18 @@ func (d *Driver) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 // pipe processes one input record to completion and commits; on an error
 // every task aborts, as the record's transaction would.
 func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topology.Header) error {
+	// A global table takes the record at once, as the instance's global
+	// consumer would before the next record is processed.
+	for _, e := range d.globals[topic] {
+		if err := e.Apply([]store.Write{{Key: key, Value: value}}, store.NoCheckpoint); err != nil {
+			return err
+		}
+	}
 	tk := d.bySource[topic]
 	if tk == nil {
+		if len(d.globals[topic]) > 0 {
+			return nil
+		}
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
 	}
 	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts), Offset: d.offsets[topic]}

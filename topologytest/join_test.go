@@ -226,3 +226,68 @@ func firstDiff(a, b []string) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestStreamGlobalJoinMatchesOracle joins clicks (keyed by click id) with a
+// global table of users through a user id inside the click: no
+// co-partitioning, no repartition.
+func TestStreamGlobalJoinMatchesOracle(t *testing.T) {
+	tp := topology.New()
+	clicks := topology.From(tp, "clicks", serde.String, serde.String) // value: user id
+	users := topology.GlobalTableFrom(tp, "users", topology.Materialized("users", serde.String, serde.String))
+	joined := topology.LeftJoinGlobal(clicks, users, func(_, user string) string { return user },
+		func(click, user, region string, ok bool) string {
+			if !ok {
+				region = "?"
+			}
+			return user + "@" + region
+		})
+	topology.To(joined, "out", serde.String, serde.String)
+	d, err := topologytest.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cin := topologytest.NewInputTopic(d, "clicks", serde.String, serde.String)
+	uin := topologytest.NewInputTopic(d, "users", serde.String, serde.String)
+	out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
+	rng := rand.New(rand.NewPCG(9, 10))
+	table := map[string]string{}
+	var want []string
+	for i := range 1500 {
+		user := fmt.Sprintf("u%d", rng.IntN(20))
+		switch rng.IntN(3) {
+		case 0:
+			region := fmt.Sprintf("r%d", rng.IntN(4))
+			if err := uin.Pipe(user, region, int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			table[user] = region
+		case 1:
+			if err := uin.PipeBytes([]byte(user), nil, int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			delete(table, user)
+		default:
+			click := fmt.Sprintf("c%d", i)
+			if err := cin.Pipe(click, user, int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			region, ok := table[user]
+			if !ok {
+				region = "?"
+			}
+			want = append(want, click+"="+user+"@"+region)
+		}
+	}
+	rs, err := out.ReadRecords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Key+"="+r.Value)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("joined %d records, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+}

@@ -92,6 +92,9 @@ type Context interface {
 	Children() []string
 	// CountLate counts a record that arrived after its windows closed.
 	CountLate()
+	// Global returns the named global table: the raw key and value bytes
+	// of its topic, replicated to every instance and kept current.
+	Global(name string) store.Engine
 	// WallClock is the wall-clock time the driver last passed in
 	// (milliseconds): processing time, for processing-time triggers.
 	WallClock() int64
@@ -153,6 +156,12 @@ type Node struct {
 	// Source: Decode turns raw bytes into the typed key and value. A nil
 	// key or value (Kafka null) is passed to Decode as nil.
 	Decode func(key, value []byte) (k, v any, err error)
+	// Source: Table marks a topic read as a table: it does not hold the
+	// task's watermark back (a table's updates are state, not a stream of
+	// events: Flink's versioned tables, Kafka Streams' KTables).
+	Table bool
+	// Processor: Globals names the global tables the processor reads.
+	Globals []string
 	// Source: where event time comes from, and how the source's
 	// watermark follows it (nil: window.Monotonous()).
 	Time      TimestampKind
@@ -231,10 +240,19 @@ func (s *SubTopology) SourceTopics() (topics []string, internal []bool) {
 	return topics, internal
 }
 
+// Global is a global table: all partitions of Topic, replicated to every
+// instance, stored as the topic's raw key and value bytes (a null value
+// deletes).
+type Global struct {
+	Name  string
+	Topic string
+}
+
 // Plan is a built topology.
 type Plan struct {
-	Subs   []*SubTopology
-	Stores map[string]*Store
+	Subs    []*SubTopology
+	Globals []*Global
+	Stores  map[string]*Store
 	// StoreSub maps a store name to the sub-topology that owns it.
 	StoreSub map[string]int
 }

@@ -183,6 +183,8 @@ type Config struct {
 	// writers whose watermarks a reader combines, and the partitions a
 	// writer announces its watermark to. Missing: 1.
 	InternalPartitions map[string]int32
+	// Globals are the application's global tables, by name.
+	Globals map[string]store.Engine
 	// OnLate, if set, is told of every record that arrived after its
 	// windows closed (for metrics).
 	OnLate func()
@@ -645,6 +647,8 @@ func (n *nodeInst) ForwardTo(child string, r exec.Record) error {
 }
 
 func (n *nodeInst) WallClock() int64 { return n.t.wall }
+
+func (n *nodeInst) Global(name string) store.Engine { return n.t.cfg.Globals[name] }
 
 func (n *nodeInst) CountLate() {
 	n.t.late++

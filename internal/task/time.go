@@ -84,6 +84,14 @@ func (t *Task) newClock() error {
 	if err != nil {
 		return fmt.Errorf("processor: task %s: %w", t.id, err)
 	}
+	// Tables do not hold the watermark back: their inputs stay idle.
+	for _, src := range t.sub.Sources {
+		if src.Table && !src.Internal {
+			for _, topic := range src.Topics {
+				tr.SetIdle(c.base[topic])
+			}
+		}
+	}
 	c.tracker = tr
 	c.fired = window.NoWatermark
 	c.announced = announcement{wm: window.NoWatermark}
@@ -115,7 +123,7 @@ func (t *Task) timestamp(src *exec.Node, k, v any, r *kgo.Record) (ts int64, err
 // Records of repartition topics carry no watermark of their own: their
 // writers announce it.
 func (t *Task) observe(src *exec.Node, topic string, ts int64) {
-	if src.Internal {
+	if src.Internal || src.Table {
 		return
 	}
 	i := t.clock.base[topic]
