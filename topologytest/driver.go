@@ -65,7 +65,7 @@ type Driver struct {
 	// globals are the global tables: topic → the engines it feeds.
 	globals     map[string][]store.Engine
 	globalNames map[string]store.Engine
-	errors   map[exec.ErrorClass]exec.ErrorHandler
+	errors      map[exec.ErrorClass]exec.ErrorHandler
 
 	maxRecordBytes int
 	deadLetter     string
