@@ -264,6 +264,12 @@ func (b *Built) Describe() string {
 			}
 		}
 	}
+	if len(b.plan.Globals) > 0 {
+		sb.WriteString("Global tables:\n")
+		for _, g := range b.plan.Globals {
+			fmt.Fprintf(&sb, "  %s (topic %s, every partition on every instance)\n", g.Name, g.Topic)
+		}
+	}
 	var stores []string
 	for name := range b.plan.Stores {
 		stores = append(stores, name)
