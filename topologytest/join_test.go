@@ -291,3 +291,99 @@ func TestStreamGlobalJoinMatchesOracle(t *testing.T) {
 		t.Errorf("joined %d records, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
 	}
 }
+
+// TestForeignKeyJoinsMatchOracle joins orders (keyed by order, holding a
+// customer id) with customers through that id, while orders move between
+// customers, customers change, and both get deleted; after every update the
+// joined table must equal the join of the two tables as they stand.
+func TestForeignKeyJoinsMatchOracle(t *testing.T) {
+	for _, left := range []bool{false, true} {
+		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
+			tp := topology.New()
+			orders := topology.TableFrom(tp, "orders", topology.Materialized("orders", serde.String, serde.String)) // value: customer id
+			customers := topology.TableFrom(tp, "customers", topology.Materialized("customers", serde.String, serde.String))
+			fk := func(customer string) string { return customer }
+			j := topology.ForeignKeyJoined[string]{Name: "order-customer", Result: serde.String}
+			var joined topology.Table[string, string]
+			if left {
+				joined = topology.LeftJoinTablesByForeignKey(orders, customers, fk, func(c, name string, ok bool) string {
+					if !ok {
+						name = "?"
+					}
+					return c + "=" + name
+				}, j)
+			} else {
+				joined = topology.JoinTablesByForeignKey(orders, customers, fk, func(c, name string) string { return c + "=" + name }, j)
+			}
+			topology.To(topology.ToStream(joined), "out", serde.String, serde.String)
+			d, err := topologytest.New(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			oin := topologytest.NewInputTopic(d, "orders", serde.String, serde.String)
+			cin := topologytest.NewInputTopic(d, "customers", serde.String, serde.String)
+			out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
+			rng := rand.New(rand.NewPCG(12, 13))
+			ordersT, customersT, view := map[string]string{}, map[string]string{}, map[string]string{}
+			moves := 0
+			for i := range 2000 {
+				switch rng.IntN(6) {
+				case 0, 1, 2:
+					o, c := fmt.Sprintf("o%d", rng.IntN(25)), fmt.Sprintf("c%d", rng.IntN(6))
+					if old, ok := ordersT[o]; ok && old != c {
+						moves++
+					}
+					if err := oin.Pipe(o, c, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					ordersT[o] = c
+				case 3:
+					o := fmt.Sprintf("o%d", rng.IntN(25))
+					if err := oin.PipeBytes([]byte(o), nil, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					delete(ordersT, o)
+				case 4:
+					c := fmt.Sprintf("c%d", rng.IntN(6))
+					name := fmt.Sprintf("n%d", i)
+					if err := cin.Pipe(c, name, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					customersT[c] = name
+				default:
+					c := fmt.Sprintf("c%d", rng.IntN(6))
+					if err := cin.PipeBytes([]byte(c), nil, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					delete(customersT, c)
+				}
+				rs, err := out.ReadRecords()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range rs {
+					if r.Tombstone {
+						delete(view, r.Key)
+					} else {
+						view[r.Key] = r.Value
+					}
+				}
+				want := map[string]string{}
+				for o, c := range ordersT {
+					if name, ok := customersT[c]; ok {
+						want[o] = c + "=" + name
+					} else if left {
+						want[o] = c + "=?"
+					}
+				}
+				if !maps.Equal(view, want) {
+					t.Fatalf("after update %d: joined %v, want %v", i, view, want)
+				}
+			}
+			if moves < 100 {
+				t.Fatalf("only %d foreign-key changes", moves)
+			}
+		})
+	}
+}
