@@ -286,6 +286,9 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	a.changelogs = map[string]bool{}
 	compact, compactDelete := "compact", "compact,delete"
 	for name, sub := range a.plan.StoreSub {
+		if a.plan.Stores[name].Source != "" {
+			continue // its source topic is its changelog
+		}
 		t := task.ChangelogTopic(a.cfg.appID, name)
 		a.changelogs[t] = true
 		configs := map[string]*string{"cleanup.policy": &compact}
@@ -683,7 +686,11 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})
 	var total int64
 	for _, name := range t.Stores() {
-		n, err := restore(ctx, in.adm, in.a.cfg.brokers, task.ChangelogTopic(in.a.cfg.appID, name), id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout)
+		topic, src := task.ChangelogTopic(in.a.cfg.appID, name), (*sourceChangelog)(nil)
+		if spec := in.a.plan.Stores[name]; spec.Source != "" {
+			topic, src = spec.Source, &sourceChangelog{group: in.a.cfg.appID, accepts: spec.SourceAccepts}
+		}
+		n, err := restore(ctx, in.adm, in.a.cfg.brokers, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src)
 		if err != nil {
 			t.Close()
 			in.a.status.remove(id)

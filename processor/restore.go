@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/store"
@@ -21,10 +22,26 @@ const restoreBatch = 4096
 // first waits until no transaction is open on the partition, so that a
 // transaction of the previous owner that is still being decided cannot be
 // missed.
-func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic string, p int32, eng store.Engine, maxWait time.Duration) (restored int64, err error) {
+//
+// With src set, the topic is a source topic that is the store's changelog:
+// it is replayed up to the offset the application's group committed (what
+// processing reached), keeping only the records src accepts.
+func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog) (restored int64, err error) {
 	deadline := time.Now().Add(maxWait)
 	var end, start int64
-	for {
+	if src != nil {
+		committed, err := adm.FetchOffsets(ctx, src.group)
+		if err == nil {
+			err = committed.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+			return 0, fmt.Errorf("processor: restore from %s/%d: committed offsets: %w", topic, p, err)
+		}
+		if o, ok := committed.Lookup(topic, p); ok && o.At > 0 {
+			end = o.At
+		}
+	}
+	for src == nil {
 		hw, err := listOffset(ctx, adm.ListEndOffsets, topic, p)
 		if err != nil {
 			return 0, err
@@ -97,7 +114,7 @@ func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic stri
 				break
 			}
 			last = r.Offset
-			if r.Attrs.IsControl() {
+			if r.Attrs.IsControl() || src != nil && !src.accepts(r.Key, r.Value) {
 				continue
 			}
 			batch = append(batch, store.Write{Key: r.Key, Value: r.Value})
@@ -114,6 +131,13 @@ func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic stri
 		return restored, err
 	}
 	return restored, nil
+}
+
+// sourceChangelog says how to restore a store from the source topic it
+// mirrors.
+type sourceChangelog struct {
+	group   string
+	accepts func(key, value []byte) bool
 }
 
 func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, p int32) (int64, error) {

@@ -10,7 +10,10 @@ import (
 // TableFrom reads topic as a table (Kafka Streams' builder.table): each
 // record upserts its key, a record with a null value deletes it, and every
 // change is forwarded with the key's old and new value. The table is
-// materialized in m. Null values are deletes here, not decoding errors.
+// materialized in m, whose changelog is the topic itself (Kafka Streams'
+// source-topic reuse): a restore replays the topic up to the offset the
+// application committed. Null values are deletes here, not decoding
+// errors.
 func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opts ...SourceOption) Table[K, V] {
 	var cfg sourceConfig
 	for _, o := range opts {
@@ -26,6 +29,11 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 	if !m.register(t) {
 		return Table[K, V]{t: t}
 	}
+	// The topic is the table's changelog: no second copy. The store keeps
+	// only what decodes, as processing does.
+	dec := tombstoneDecoder(m.ks, m.vs)
+	m.spec.Source = topic
+	m.spec.SourceAccepts = func(k, v []byte) bool { _, _, err := dec(k, v); return err == nil }
 	src := t.add(&exec.Node{
 		Name:       t.name(cfg.name, "SOURCE"),
 		Kind:       exec.KindSource,

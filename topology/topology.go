@@ -286,7 +286,11 @@ func (b *Built) Describe() string {
 			if st.Windowed {
 				kind += ", windowed"
 			}
-			fmt.Fprintf(&sb, "  %s (%s, cache=%t, sub-topology %d, changelog <application.id>-%s-changelog)\n", s, kind, st.Cache, b.plan.StoreSub[s], s)
+			changelog := "changelog <application.id>-" + s + "-changelog"
+			if st.Source != "" {
+				changelog = "changelog: its source topic " + st.Source
+			}
+			fmt.Fprintf(&sb, "  %s (%s, cache=%t, sub-topology %d, %s)\n", s, kind, st.Cache, b.plan.StoreSub[s], changelog)
 		}
 	}
 	return sb.String()

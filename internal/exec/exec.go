@@ -201,6 +201,12 @@ type Store struct {
 	// else.
 	Windowed  bool
 	Retention time.Duration
+	// Source, for a table read from a topic, names that topic: it is the
+	// store's changelog (no second copy), restored up to the application's
+	// committed offset. SourceAccepts says which of its records the table
+	// took (those that decode).
+	Source        string
+	SourceAccepts func(key, value []byte) bool
 }
 
 // TimeStateKey is the key, in the first windowed store of a sub-topology,

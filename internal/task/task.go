@@ -62,6 +62,9 @@ type Task struct {
 	// promises (another goroutine), read after End.
 	clMu      sync.Mutex
 	clOffsets map[string]int64
+	// sourceStores lists, per source topic, the stores it is the
+	// changelog of.
+	sourceStores map[string][]string
 
 	streamTime, committedStreamTime int64
 	clock                           clock
@@ -229,11 +232,12 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 	}
 	t := &Task{
 		id: id, sub: sub, appID: appID, send: cfg.Send, cfg: cfg,
-		sources:    map[string]*nodeInst{},
-		stores:     map[string]*store.Staged{},
-		engines:    map[string]store.Engine{},
-		clOffsets:  map[string]int64{},
-		streamTime: -1, committedStreamTime: -1,
+		sources:      map[string]*nodeInst{},
+		stores:       map[string]*store.Staged{},
+		engines:      map[string]store.Engine{},
+		clOffsets:    map[string]int64{},
+		sourceStores: map[string][]string{},
+		streamTime:   -1, committedStreamTime: -1,
 	}
 	if err := t.newClock(); err != nil {
 		return nil, err
@@ -290,6 +294,15 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			opts = append(opts, store.WithoutCache())
 		}
 		st := store.NewStaged(name, eng, opts...)
+		t.stores[name] = st
+		t.engines[name] = eng
+		t.order = append(t.order, name)
+		if spec.Source != "" {
+			// The source topic is the changelog: the store's checkpoint
+			// is the last offset of it the task processed.
+			t.sourceStores[spec.Source] = append(t.sourceStores[spec.Source], name)
+			continue
+		}
 		topic := ChangelogTopic(appID, name)
 		st.SetChangelog(func(k, v []byte) {
 			t.emit(&kgo.Record{Topic: topic, Partition: id.Partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
@@ -303,9 +316,6 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 				t.clMu.Unlock()
 			})
 		})
-		t.stores[name] = st
-		t.engines[name] = eng
-		t.order = append(t.order, name)
 	}
 	return t, nil
 }
@@ -341,6 +351,15 @@ func (t *Task) Process(r *kgo.Record) error {
 	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
 	defer func() { t.cur = recordMeta{} }()
 	t.processed++
+	if names := t.sourceStores[r.Topic]; len(names) > 0 {
+		// Whatever becomes of the record, the stores it feeds reflect
+		// the topic up to here once the transaction commits.
+		t.clMu.Lock()
+		for _, name := range names {
+			t.clOffsets[name] = r.Offset
+		}
+		t.clMu.Unlock()
+	}
 	if src.node.Internal && len(r.Headers) > 0 && r.Headers[0].Key == exec.HeaderWatermark {
 		if err := t.watermarkRecord(r, r.Headers[0].Value); err != nil {
 			return t.failed(exec.Deserialization, src.node, src.node, r, err)
