@@ -507,6 +507,13 @@ func (in *instance) loop(ctx context.Context) error {
 			return ferr
 		}
 		var perr error
+		// A task's partitions (of co-partitioned topics) are merged by
+		// record timestamp within the fetch, so a join sees the other
+		// side as of the record's time where the fetch allows it
+		// (Kafka Streams picks the lowest timestamp across a task's
+		// partitions too); each partition keeps its order.
+		batches := map[task.ID][][]*kgo.Record{}
+		var order []task.ID
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if perr != nil || len(fp.Records) == 0 {
 				return
@@ -516,22 +523,28 @@ func (in *instance) loop(ctx context.Context) error {
 				perr = fmt.Errorf("processor: records of unexpected topic %s", fp.Topic)
 				return
 			}
-			t := in.tasks[task.ID{Sub: sub, Partition: fp.Partition}]
-			if t == nil || in.closing[t.ID()] {
+			id := task.ID{Sub: sub, Partition: fp.Partition}
+			if t := in.tasks[id]; t == nil || in.closing[id] {
 				// Polled just before a revocation: leave them to the
 				// next owner, and abort so that their offsets are
 				// not committed.
 				mustAbort = true
 				return
 			}
-			for _, r := range fp.Records {
-				if err := t.Process(r); err != nil {
-					perr = err
-					return
-				}
+			if batches[id] == nil {
+				order = append(order, id)
 			}
-			in.uncommitted += int64(len(fp.Records))
+			batches[id] = append(batches[id], fp.Records)
 		})
+		for _, id := range order {
+			if perr != nil {
+				break
+			}
+			t := in.tasks[id]
+			n, err := processMerged(t, batches[id])
+			in.uncommitted += int64(n)
+			perr = err
+		}
 		if perr != nil {
 			// A record that cannot be processed stops the instance
 			// without committing it (invariant 6): it is reprocessed
@@ -552,6 +565,38 @@ func (in *instance) loop(ctx context.Context) error {
 			}
 			in.closeRevoked()
 		}
+	}
+}
+
+// processMerged processes a task's fetched partitions merged by record
+// timestamp (ties: the earlier partition in the fetch), each partition in
+// its own order, and returns how many records it processed.
+func processMerged(t *task.Task, parts [][]*kgo.Record) (int, error) {
+	if len(parts) == 1 {
+		for i, r := range parts[0] {
+			if err := t.Process(r); err != nil {
+				return i, err
+			}
+		}
+		return len(parts[0]), nil
+	}
+	n := 0
+	for {
+		next := -1
+		for i, p := range parts {
+			if len(p) > 0 && (next < 0 || p[0].Timestamp.Before(parts[next][0].Timestamp)) {
+				next = i
+			}
+		}
+		if next < 0 {
+			return n, nil
+		}
+		r := parts[next][0]
+		parts[next] = parts[next][1:]
+		if err := t.Process(r); err != nil {
+			return n, err
+		}
+		n++
 	}
 }
 
