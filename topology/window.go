@@ -45,8 +45,8 @@ func AllowedLateness(d time.Duration) WindowOption {
 
 // EmitEveryUpdate forwards a window's result on every record it takes
 // (Kafka Streams' default), instead of when the watermark passes the
-// window's end. Merged sessions are not retracted: the merged session is a
-// new key.
+// window's end. Sessions merged into a new one are retracted (a tombstone
+// for their key, downstream of ToStream).
 func EmitEveryUpdate() WindowOption { return WithTrigger(window.EveryRecord()) }
 
 // EmitFinal forwards each window's result exactly once, when the window
@@ -568,12 +568,31 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 			if err := p.remove(kb, a, same); err != nil {
 				return err
 			}
+			if err := p.retract(k, a, wm); err != nil {
+				return err
+			}
 		}
 	}
 	if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
 		return err
 	}
 	return p.element(k, kb, w, !isOld, r.Timestamp, wm)
+}
+
+// retract tells downstream that session a, merged into another, is gone,
+// if it was ever emitted: always with EveryRecord, and with OnWatermark
+// once the watermark reached it. (A session that AtClose or a trigger of
+// one's own has not reported as fired is not retracted.)
+func (p *windowProc[K, V, A]) retract(k K, a stored[A], wm int64) error {
+	if p.elements != nil || !a.hasAgg {
+		return nil
+	}
+	emitted := p.cfg.trigger == window.EveryRecord() ||
+		p.cfg.trigger == window.OnWatermark() && p.maxTimestamp(a.b) <= wm
+	if !emitted {
+		return nil
+	}
+	return p.forwardValue(k, a.b, exec.Change{Old: a.agg})
 }
 
 // add puts a record into window w (stored under key).

@@ -120,3 +120,38 @@ func TestSessionStoreReads(t *testing.T) {
 		t.Errorf("sessions of a: %v, want %s", got, want)
 	}
 }
+
+// TestMergedSessionsAreRetracted emits every update of sessions: when a
+// record bridges two sessions, both are deleted downstream (tombstones) and
+// the merged one emitted, so the output read as a table holds exactly the
+// current sessions.
+func TestMergedSessionsAreRetracted(t *testing.T) {
+	tp := topology.New()
+	in := topology.From(tp, "in", serde.String, serde.String)
+	ws := topology.WindowedBy(topology.GroupByKey(in), window.InactivityGap(20*time.Millisecond), topology.EmitEveryUpdate(), topology.AllowedLateness(time.Second))
+	topology.To(topology.ToStream(topology.CountWindows(ws, topology.Materialized("s", serde.String, serde.Int64))),
+		"out", topology.WindowedSerde(serde.String), serde.Int64)
+	d, err := topologytest.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pipe := topologytest.NewInputTopic(d, "in", serde.String, serde.String)
+	out := topologytest.NewOutputTopic(d, "out", topology.WindowedSerde(serde.String), serde.Int64)
+	for _, ts := range []int64{100, 130, 115} { // 115 bridges [100] and [130]
+		if err := pipe.Pipe("a", "", ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := topologytest.ToMap(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for w, n := range m {
+		got = append(got, fmt.Sprintf("%v=%d", w.Window, n))
+	}
+	if want := "[[100,131)=3]"; fmt.Sprint(got) != want {
+		t.Errorf("sessions as a table: %v, want %s", got, want)
+	}
+}
