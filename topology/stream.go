@@ -85,6 +85,15 @@ func DeadLetter(topic string) SourceOption { return func(c *sourceConfig) { c.de
 
 // From reads topic, decoding keys with ks and values with vs.
 func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde[V], opts ...SourceOption) Stream[K, V] {
+	if ks == nil || vs == nil {
+		t.errorf(ErrMissingSerde, "source %q needs a key and a value serde", topic)
+	}
+	n := source[K, V](t, topic, decoder(ks, vs), opts)
+	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
+}
+
+// source adds the source node of topic, for a stream or a table.
+func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, any, error), opts []SourceOption) *exec.Node {
 	var cfg sourceConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -96,16 +105,13 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 		t.errorf(ErrDuplicateTopic, "topic %q is read by two sources; read it once and reuse the stream", topic)
 	}
 	t.topics[topic] = true
-	if ks == nil || vs == nil {
-		t.errorf(ErrMissingSerde, "source %q needs a key and a value serde", topic)
-	}
 	n := t.add(&exec.Node{
 		Name:       t.name(cfg.name, "SOURCE"),
 		Kind:       exec.KindSource,
 		Topics:     []string{topic},
 		DeadLetter: cfg.deadLetter,
 		OnError:    cfg.onError,
-		Decode:     decoder(ks, vs),
+		Decode:     decode,
 		Time:       cfg.time,
 	})
 	if cfg.watermark != nil {
@@ -122,10 +128,15 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 		case fn == nil:
 			t.errorf(ErrNilFunction, "source %q: TimestampFrom needs a function", topic)
 		default:
-			n.Extract = func(k, v any, ts int64) int64 { return fn(k.(K), v.(V), ts) }
+			n.Extract = func(k, v any, ts int64) int64 {
+				if v == exec.Tombstone {
+					return ts // a table's delete has no payload: its record's time
+				}
+				return fn(k.(K), v.(V), ts)
+			}
 		}
 	}
-	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
+	return n
 }
 
 func decoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (any, any, error) {

@@ -15,36 +15,16 @@ import (
 // application committed. Null values are deletes here, not decoding
 // errors.
 func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opts ...SourceOption) Table[K, V] {
-	var cfg sourceConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if topic == "" {
-		t.errorf(ErrMissingName, "a table needs a topic")
-	}
-	if t.topics[topic] {
-		t.errorf(ErrDuplicateTopic, "topic %q is read by two sources; read it once and reuse the stream", topic)
-	}
-	t.topics[topic] = true
 	if !m.register(t) {
 		return Table[K, V]{t: t}
 	}
+	dec := tombstoneDecoder(m.ks, m.vs)
+	src := source[K, V](t, topic, dec, opts)
+	src.Table = true
 	// The topic is the table's changelog: no second copy. The store keeps
 	// only what decodes, as processing does.
-	dec := tombstoneDecoder(m.ks, m.vs)
 	m.spec.Source = topic
 	m.spec.SourceAccepts = func(k, v []byte) bool { _, _, err := dec(k, v); return err == nil }
-	src := t.add(&exec.Node{
-		Name:       t.name(cfg.name, "SOURCE"),
-		Kind:       exec.KindSource,
-		Topics:     []string{topic},
-		DeadLetter: cfg.deadLetter,
-		OnError:    cfg.onError,
-		Decode:     tombstoneDecoder(m.ks, m.vs),
-		Time:       cfg.time,
-		Watermark:  cfg.watermark,
-		Table:      true,
-	})
 	n := t.add(&exec.Node{
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),
 		Kind:   exec.KindProcessor,
