@@ -165,7 +165,13 @@ func Process[KIn, VIn, KOut, VOut any](s Stream[KIn, VIn], name string, supplier
 		Kind:   exec.KindProcessor,
 		Stores: names,
 		New: func() exec.Processor {
-			return &userProc[KIn, VIn, KOut, VOut]{p: supplier(), timers: timers, name: name}
+			u := &userProc[KIn, VIn, KOut, VOut]{p: supplier(), timers: timers, name: name}
+			if len(timers) > 0 {
+				// Only a processor with timers listens to time: the
+				// others cost the task nothing per record.
+				return &timedProc[KIn, VIn, KOut, VOut]{u}
+			}
+			return u
 		},
 	}, s.n)
 	return Stream[KOut, VOut]{t: t, n: n, keyChanged: true}
@@ -191,13 +197,18 @@ func (u *userProc[KIn, VIn, KOut, VOut]) Init(c exec.Context) error {
 	return u.p.Init(&u.ctx)
 }
 
+// timedProc is a userProc with timers.
+type timedProc[KIn, VIn, KOut, VOut any] struct {
+	*userProc[KIn, VIn, KOut, VOut]
+}
+
 // OnWatermark fires the event-time timers the watermark reached.
-func (u *userProc[KIn, VIn, KOut, VOut]) OnWatermark(wm int64) error {
+func (u *timedProc[KIn, VIn, KOut, VOut]) OnWatermark(wm int64) error {
 	return u.fire(EventTime, wm)
 }
 
 // OnProcessingTime fires the processing-time timers the clock reached.
-func (u *userProc[KIn, VIn, KOut, VOut]) OnProcessingTime(now int64) error {
+func (u *timedProc[KIn, VIn, KOut, VOut]) OnProcessingTime(now int64) error {
 	return u.fire(ProcessingTimeDomain, now)
 }
 
