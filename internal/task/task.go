@@ -134,8 +134,11 @@ func (e *nodeError) Error() string { return e.node.Name + ": " + e.err.Error() }
 func (e *nodeError) Unwrap() error { return e.err }
 
 func blame(n *exec.Node, class exec.ErrorClass, err error) error {
+	if err == nil {
+		return nil // before ne exists: errors.As would move it to the heap on every call
+	}
 	var ne *nodeError
-	if err == nil || errors.As(err, &ne) {
+	if errors.As(err, &ne) {
 		return err
 	}
 	return &nodeError{node: n, class: class, err: err}
