@@ -91,7 +91,10 @@ type procContext interface {
 
 // Watermark is the event-time watermark the current record is judged
 // against (in OnTimer, the task's): no more records at or below it are
-// expected. window.NoWatermark until every input has reported.
+// expected. window.NoWatermark until every input has reported. Watermarks
+// cross repartition topics only in topologies with windowed state
+// (windows, stream joins, timers); elsewhere a task downstream of a
+// repartition sees none.
 func (c *ProcessorContext[KOut, VOut]) Watermark() int64 { return c.c.Watermark() }
 
 // Forward passes r to every child.

@@ -234,6 +234,18 @@ type SubTopology struct {
 	TimeStore string
 }
 
+// UsesEventTime reports whether any sub-topology has windowed state
+// (windows, joins, timers): only then do watermarks need to travel through
+// repartition topics.
+func (p *Plan) UsesEventTime() bool {
+	for _, s := range p.Subs {
+		if s.TimeStore != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // SourceTopics lists the topics the sub-topology reads, with whether each
 // is internal.
 func (s *SubTopology) SourceTopics() (topics []string, internal []bool) {

@@ -70,6 +70,7 @@ type Task struct {
 	clock                           clock
 	wall                            int64 // the last wall-clock time the driver passed in
 	firing                          bool  // inside a watermark listener
+	carryWM                         bool  // the plan uses event time: watermarks travel
 	recWM                           int64 // see Process
 	cur                             recordMeta
 	punctuators                     []*punctuator
@@ -242,6 +243,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		sourceStores: map[string][]string{},
 		streamTime:   -1, committedStreamTime: -1,
 	}
+	t.carryWM = plan.UsesEventTime()
 	if err := t.newClock(); err != nil {
 		return nil, err
 	}
@@ -635,7 +637,7 @@ func (n *nodeInst) receive(r exec.Record) error {
 		var k, v []byte
 		if k, v, err = n.node.Encode(r.Key, r.Value); err == nil {
 			hs := r.Headers
-			if n.node.Internal && n.t.recWM != window.NoWatermark {
+			if n.node.Internal && n.t.carryWM && n.t.recWM != window.NoWatermark {
 				hs = append(hs[:len(hs):len(hs)], exec.Header{Key: exec.HeaderRecordWatermark, Value: binary.BigEndian.AppendUint64(nil, uint64(n.t.recWM))})
 			}
 			err = n.Send(n.topic, false, k, v, hs, r.Timestamp)

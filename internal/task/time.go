@@ -241,7 +241,7 @@ func (t *Task) runFrom(ni *nodeInst, fn func() error) (err error) {
 func (t *Task) announce() {
 	c := &t.clock
 	now := announcement{wm: c.tracker.Watermark(), idle: c.tracker.Idle()}
-	if len(c.sinks) == 0 || now == c.announced || now.wm == window.NoWatermark && !now.idle {
+	if !t.carryWM || len(c.sinks) == 0 || now == c.announced || now.wm == window.NoWatermark && !now.idle {
 		return
 	}
 	c.announced = now
