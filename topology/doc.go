@@ -20,4 +20,19 @@
 //
 // Types are erased at one boundary: each call captures a typed closure, and
 // at run time fused operators hand values to each other without re-encoding.
+//
+// Event time and windows: sources say where event time comes from
+// (TimestampFrom, ProcessingTime) and how their watermark follows it
+// (Watermarks); WindowedBy cuts a grouped stream into the windows of package
+// window, aggregated by CountWindows, ReduceWindows, AggregateWindows,
+// AggregateSessions or ProcessWindows, fired as WithTrigger says, with
+// AllowedLateness and LateRecords for what comes too late.
+//
+// Tables and joins: a Table forwards each change with the old and the new
+// value (TableFrom, aggregations, MapTableValues, FilterTable; GroupTableBy
+// regroups with retraction); JoinStreams, JoinTable, JoinGlobal, JoinTables
+// and JoinTablesByForeignKey, with their left and outer forms, join them.
+//
+// The Processor API (Process) gives user code stores, keyed state
+// (ValueState and the others), timers (Timers) and punctuation.
 package topology

@@ -6,8 +6,12 @@
 // the same serdes and Pebble stores on disk; only Kafka is replaced. Every
 // piped record is processed to completion — through repartition topics too,
 // depth first — and then committed, so outputs and stores are visible at
-// once. Stream time follows the piped timestamps; wall-clock punctuations
-// fire only when the test advances the driver's clock.
+// once. Stream time and watermarks follow the piped records (watermarks
+// cross repartition topics before the commit, so a window the record closed
+// has fired when Pipe returns); wall-clock punctuations, processing-time
+// timers and triggers fire only when the test advances the driver's clock.
+// Records piped to a global table's topic update it at once. Stores are
+// read with KeyValueStore, WindowStore and KeyedState.
 //
 //	d, _ := topologytest.New(examples.WordCount("lines", "counts", "dlq"))
 //	defer d.Close()
