@@ -53,6 +53,8 @@ type Task struct {
 	curNode   *exec.Node           // innermost node running, to blame a panic on
 	sources   map[string]*nodeInst // runtime topic name → source
 	nodes     []*nodeInst
+	// the processors that listen to event time and to processing time
+	onWatermark, onProcessingTime []*nodeInst
 
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
@@ -62,9 +64,6 @@ type Task struct {
 	// promises (another goroutine), read after End.
 	clMu      sync.Mutex
 	clOffsets map[string]int64
-	// sourceStores lists, per source topic, the stores it is the
-	// changelog of.
-	sourceStores map[string][]string
 
 	streamTime, committedStreamTime int64
 	clock                           clock
@@ -236,12 +235,11 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 	}
 	t := &Task{
 		id: id, sub: sub, appID: appID, send: cfg.Send, cfg: cfg,
-		sources:      map[string]*nodeInst{},
-		stores:       map[string]*store.Staged{},
-		engines:      map[string]store.Engine{},
-		clOffsets:    map[string]int64{},
-		sourceStores: map[string][]string{},
-		streamTime:   -1, committedStreamTime: -1,
+		sources:    map[string]*nodeInst{},
+		stores:     map[string]*store.Staged{},
+		engines:    map[string]store.Engine{},
+		clOffsets:  map[string]int64{},
+		streamTime: -1, committedStreamTime: -1,
 	}
 	t.carryWM = plan.UsesEventTime()
 	if err := t.newClock(); err != nil {
@@ -305,7 +303,9 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if spec.Source != "" {
 			// The source topic is the changelog: the store's checkpoint
 			// is the last offset of it the task processed.
-			t.sourceStores[spec.Source] = append(t.sourceStores[spec.Source], name)
+			if src := t.sources[spec.Source]; src != nil {
+				src.changelogOf = append(src.changelogOf, name)
+			}
 			continue
 		}
 		topic := ChangelogTopic(appID, name)
@@ -339,6 +339,14 @@ func (t *Task) Init() error {
 		if err := ni.proc.Init(ni); err != nil {
 			return fmt.Errorf("processor: task %s: init %s: %w", t.id, ni.node.Name, err)
 		}
+		// Listeners are found once, in topological order, so that the
+		// per-record call looks at no other node.
+		if _, ok := ni.proc.(exec.WatermarkListener); ok {
+			t.onWatermark = append(t.onWatermark, ni)
+		}
+		if _, ok := ni.proc.(exec.ProcessingTimeListener); ok {
+			t.onProcessingTime = append(t.onProcessingTime, ni)
+		}
 	}
 	return nil
 }
@@ -356,7 +364,7 @@ func (t *Task) Process(r *kgo.Record) error {
 	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
 	defer func() { t.cur = recordMeta{} }()
 	t.processed++
-	if names := t.sourceStores[r.Topic]; len(names) > 0 {
+	if names := src.changelogOf; len(names) > 0 {
 		// Whatever becomes of the record, the stores it feeds reflect
 		// the topic up to here once the transaction commits.
 		t.clMu.Lock()
@@ -538,11 +546,10 @@ func (t *Task) Tick(now int64) error {
 	if err := t.advance(); err != nil {
 		return err
 	}
-	for _, ni := range t.nodes {
-		if l, ok := ni.proc.(exec.ProcessingTimeListener); ok {
-			if err := t.listen(ni, func() error { return l.OnProcessingTime(now) }); err != nil {
-				return err
-			}
+	for _, ni := range t.onProcessingTime {
+		l := ni.proc.(exec.ProcessingTimeListener)
+		if err := t.listen(ni, func() error { return l.OnProcessingTime(now) }); err != nil {
+			return err
 		}
 	}
 	return t.Punctuate(exec.WallClockTime, now)
@@ -616,6 +623,8 @@ type nodeInst struct {
 	children []*nodeInst
 	byName   map[string]*nodeInst
 	topic    string // sinks: the runtime topic
+	// sources: the stores whose changelog is this source's topic
+	changelogOf []string
 }
 
 func (n *nodeInst) forward(r exec.Record) error {

@@ -29,8 +29,6 @@ type clock struct {
 	// each partition gets the task's watermark.
 	sinks []sinkTopic
 
-	fired int64 // watermark the listeners last saw
-
 	// announced is the watermark and idleness last written to the sinks,
 	// in the open transaction and at the last commit.
 	announced, committedAnnounced announcement
@@ -93,7 +91,6 @@ func (t *Task) newClock() error {
 		}
 	}
 	c.tracker = tr
-	c.fired = window.NoWatermark
 	c.announced = announcement{wm: window.NoWatermark}
 	c.committedAnnounced = c.announced
 	c.committed, _ = tr.MarshalBinary()
@@ -159,13 +156,12 @@ func (t *Task) watermarkRecord(r *kgo.Record, writer []byte) error {
 // its own (see nodeInst.Forward), so one failing result is handled by the
 // error policy without undoing the others.
 func (t *Task) advance() error {
+	if len(t.onWatermark) == 0 {
+		return nil
+	}
 	wm := t.clock.tracker.Watermark()
-	t.clock.fired = wm
-	for _, ni := range t.nodes {
-		l, ok := ni.proc.(exec.WatermarkListener)
-		if !ok {
-			continue
-		}
+	for _, ni := range t.onWatermark {
+		l := ni.proc.(exec.WatermarkListener)
 		if err := t.listen(ni, func() error { return l.OnWatermark(wm) }); err != nil {
 			return err
 		}
@@ -214,7 +210,7 @@ func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 		ec.Topic, ec.Partition, ec.Offset = c.topic, c.partition, c.offset
 	}
 	if t.decide(node, ec, false) == exec.Fail {
-		return fmt.Errorf("processor: task %s: %s error in %s firing at watermark %d: %w", t.id, class, node.Name, t.clock.fired, err)
+		return fmt.Errorf("processor: task %s: %s error in %s firing at watermark %d: %w", t.id, class, node.Name, t.clock.tracker.Watermark(), err)
 	}
 	return nil
 }
@@ -302,8 +298,6 @@ func (t *Task) loadTime() error {
 	t.committedStreamTime = t.streamTime
 	t.clock.saved = append([]byte(nil), b...)
 	t.clock.committed = append([]byte(nil), b[9:]...)
-	// The listeners' state is as of this watermark already.
-	t.clock.fired = t.clock.tracker.Watermark()
 	return nil
 }
 
@@ -317,6 +311,5 @@ func (t *Task) commitTime() {
 func (t *Task) abortTime() {
 	_ = t.clock.tracker.UnmarshalBinary(t.clock.committed)
 	t.clock.announced = t.clock.committedAnnounced
-	t.clock.fired = t.clock.tracker.Watermark()
 	t.clock.saved = nil
 }
