@@ -377,7 +377,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.next {
 		return nil
 	}
-	fires, err := p.codec.due(prefixFire, wm)
+	fires, err := dueIndex(p.st, prefixFire, wm)
 	if err != nil {
 		return err
 	}
@@ -401,7 +401,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	closed, err := p.codec.due(prefixExpire, wm)
+	closed, err := dueIndex(p.st, prefixExpire, wm)
 	if err != nil {
 		return err
 	}
@@ -424,7 +424,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	dropped, err := p.codec.due(prefixRecordExpire, wm)
+	dropped, err := dueIndex(p.st, prefixRecordExpire, wm)
 	if err != nil {
 		return err
 	}
@@ -457,13 +457,11 @@ func (p *slidingProc[K, V, A]) window(key []byte) (k K, w stored[A], ok bool, er
 func (p *slidingProc[K, V, A]) findNext() error {
 	p.next = math.MaxInt64
 	for _, prefix := range []byte{prefixFire, prefixExpire, prefixRecordExpire} {
-		k, _, ok, err := p.st.First([]byte{prefix}, []byte{prefix + 1})
+		t, err := firstIndex(p.st, prefix)
 		if err != nil {
 			return err
 		}
-		if ok {
-			p.next = min(p.next, readTime(k[1:9]))
-		}
+		p.next = min(p.next, t)
 	}
 	return nil
 }

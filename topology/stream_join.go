@@ -154,11 +154,9 @@ type joinSide[K, Own, Other, V any] struct {
 
 func (p *joinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.own.Name()), ctx.Store(p.other.Name())
-	p.nextClose = 1<<63 - 1
-	if k, _, ok, err := p.st.First([]byte{prefixExpire}, []byte{prefixExpire + 1}); err != nil {
+	var err error
+	if p.nextClose, err = firstIndex(p.st, prefixExpire); err != nil {
 		return err
-	} else if ok {
-		p.nextClose = readTime(k[1:9])
 	}
 	// Sequence numbers only tell apart records of one key and timestamp;
 	// starting from the largest stored one keeps them unique.
@@ -247,15 +245,8 @@ func (p *joinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	if wm < p.nextClose {
 		return nil
 	}
-	end := []byte{prefixExpire + 1}
-	if wm < 1<<63-1 {
-		end = appendTime([]byte{prefixExpire}, wm+1)
-	}
-	var due [][]byte
-	if err := p.st.Range([]byte{prefixExpire}, end, func(k, _ []byte) error {
-		due = append(due, append([]byte(nil), k...))
-		return nil
-	}); err != nil {
+	due, err := dueIndex(p.st, prefixExpire, wm)
+	if err != nil {
 		return err
 	}
 	for _, ik := range due {
@@ -288,13 +279,8 @@ func (p *joinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	p.nextClose = 1<<63 - 1
-	if k, _, ok, err := p.st.First([]byte{prefixExpire}, []byte{prefixExpire + 1}); err != nil {
-		return err
-	} else if ok {
-		p.nextClose = readTime(k[1:9])
-	}
-	return nil
+	p.nextClose, err = firstIndex(p.st, prefixExpire)
+	return err
 }
 
 // parseJoinKey splits a join record's key into the key's encoding, and the

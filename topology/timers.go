@@ -165,7 +165,7 @@ func (s *TimerService[K]) delete(d TimeDomain, k K, ts int64) error {
 func (s *TimerService[K]) due(d TimeDomain, now int64) ([]Timer[K], error) {
 	if !s.nextInit {
 		for _, dd := range []TimeDomain{EventTime, ProcessingTimeDomain} {
-			n, err := s.earliest(dd)
+			n, err := firstIndex(s.s, timerPrefix(dd))
 			if err != nil {
 				return nil, err
 			}
@@ -176,16 +176,8 @@ func (s *TimerService[K]) due(d TimeDomain, now int64) ([]Timer[K], error) {
 	if now < s.next[d] {
 		return nil, nil
 	}
-	p := timerPrefix(d)
-	end := []byte{p + 1}
-	if now < 1<<63-1 {
-		end = appendTime([]byte{p}, now+1)
-	}
-	var keys [][]byte
-	if err := s.s.Range([]byte{p}, end, func(k, _ []byte) error {
-		keys = append(keys, append([]byte(nil), k...))
-		return nil
-	}); err != nil {
+	keys, err := dueIndex(s.s, timerPrefix(d), now)
+	if err != nil {
 		return nil, err
 	}
 	var out []Timer[K]
@@ -199,16 +191,6 @@ func (s *TimerService[K]) due(d TimeDomain, now int64) ([]Timer[K], error) {
 		}
 		out = append(out, Timer[K]{Key: k, Time: readTime(key[1:9]), Domain: d})
 	}
-	n, err := s.earliest(d)
-	s.next[d] = n
+	s.next[d], err = firstIndex(s.s, timerPrefix(d))
 	return out, err
-}
-
-func (s *TimerService[K]) earliest(d TimeDomain) (int64, error) {
-	p := timerPrefix(d)
-	k, _, ok, err := s.s.First([]byte{p}, []byte{p + 1})
-	if err != nil || !ok {
-		return 1<<63 - 1, err
-	}
-	return readTime(k[1:9]), nil
 }

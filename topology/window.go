@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -282,10 +283,7 @@ func retention(w Windows, c windowConfig) time.Duration {
 	case window.GlobalWindows:
 		return 0
 	case window.Time:
-		b := w.Assign(nil, 0)
-		if len(b) > 0 {
-			span = b[0].End - b[0].Start
-		}
+		span = w.Size()
 	case window.Sessions:
 		span = w.Gap()
 	}
@@ -768,8 +766,7 @@ func (p *windowProc[K, V, A]) forward(k K, w stored[A]) error {
 }
 
 func (p *windowProc[K, V, A]) forwardValue(k K, b window.Bounds, v any) error {
-	w := stored[A]{b: b}
-	r := exec.Record{Key: Windowed[K]{Key: k, Window: w.b}, Value: v, Timestamp: w.b.End - 1}
+	r := exec.Record{Key: Windowed[K]{Key: k, Window: b}, Value: v, Timestamp: b.End - 1}
 	if p.global {
 		r.Timestamp = max(0, p.ctx.StreamTime()) // the window has no end to stamp
 	}
@@ -797,11 +794,11 @@ func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.nextEvent {
 		return nil
 	}
-	fires, err := p.due(prefixFire, wm)
+	fires, err := dueIndex(p.st, prefixFire, wm)
 	if err != nil {
 		return err
 	}
-	expired, err := p.due(prefixExpire, wm)
+	expired, err := dueIndex(p.st, prefixExpire, wm)
 	if err != nil {
 		return err
 	}
@@ -868,7 +865,7 @@ func (p *windowProc[K, V, A]) OnProcessingTime(now int64) error {
 
 // timers runs the due timers of one index through the trigger.
 func (p *windowProc[K, V, A]) timers(prefix byte, now int64, on func(window.TriggerContext) window.TriggerResult) error {
-	due, err := p.due(prefix, now)
+	due, err := dueIndex(p.st, prefix, now)
 	if err != nil {
 		return err
 	}
@@ -907,38 +904,40 @@ func (p *windowProc[K, V, A]) runTimer(prefix byte, ik []byte, wm int64, on func
 	return p.apply(k, key, w, on(p.tctx(w, wm)))
 }
 
-// due lists the index entries of one index at or before now, in order.
-func (p *windowProc[K, V, A]) due(prefix byte, now int64) ([][]byte, error) {
+// dueIndex lists, in order, the keys of the time index prefix (keys: the
+// prefix, a time, anything) whose time is at or before now.
+func dueIndex(st *store.Staged, prefix byte, now int64) ([][]byte, error) {
 	var keys [][]byte
 	end := []byte{prefix + 1}
-	if now < 1<<63-1 {
+	if now < math.MaxInt64 {
 		end = appendTime([]byte{prefix}, now+1)
 	}
-	err := p.st.Range([]byte{prefix}, end, func(k, _ []byte) error {
+	err := st.Range([]byte{prefix}, end, func(k, _ []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
 		return nil
 	})
 	return keys, err
 }
 
+// firstIndex is the earliest time in the time index prefix,
+// math.MaxInt64 if it is empty.
+func firstIndex(st *store.Staged, prefix byte) (int64, error) {
+	k, _, ok, err := st.First([]byte{prefix}, []byte{prefix + 1})
+	if err != nil || !ok {
+		return math.MaxInt64, err
+	}
+	return readTime(k[1:9]), nil
+}
+
 // findNext sets nextEvent and nextProc from the indexes.
 func (p *windowProc[K, V, A]) findNext() error {
-	p.nextEvent, p.nextProc = 1<<63-1, 1<<63-1
-	for _, prefix := range []byte{prefixFire, prefixExpire, prefixProc} {
-		k, _, ok, err := p.st.First([]byte{prefix}, []byte{prefix + 1})
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if prefix == prefixProc {
-			p.nextProc = readTime(k[1:9])
-		} else {
-			p.nextEvent = min(p.nextEvent, readTime(k[1:9]))
-		}
-	}
-	return nil
+	var errs [3]error
+	var fire, expire int64
+	fire, errs[0] = firstIndex(p.st, prefixFire)
+	expire, errs[1] = firstIndex(p.st, prefixExpire)
+	p.nextProc, errs[2] = firstIndex(p.st, prefixProc)
+	p.nextEvent = min(fire, expire)
+	return errors.Join(errs[:]...)
 }
 
 // WindowStore is a typed read-only view of a window store.

@@ -38,6 +38,9 @@ func Hopping(size, advance time.Duration) Time {
 	return Time{size: size.Milliseconds(), advance: advance.Milliseconds()}
 }
 
+// Size is a window's length in milliseconds.
+func (w Time) Size() int64 { return w.size }
+
 // Validate reports a size or advance that is not positive, or an advance
 // larger than the size (which would leave gaps that drop records).
 func (w Time) Validate() error {
