@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,8 +31,6 @@ type globals struct {
 
 	stop func()
 	done chan struct{}
-	mu   sync.Mutex
-	err  error // the follower's last error, for logs
 }
 
 // startGlobals opens and bootstraps the global tables; with none it returns
@@ -175,8 +172,8 @@ func (g *globals) apply(fs kgo.Fetches) error {
 	return nil
 }
 
-// follow keeps the global stores current until ctx ends; errors are kept
-// for the logs and the fetch retried.
+// follow keeps the global stores current until ctx ends; errors are logged
+// and the fetch retried.
 func (g *globals) follow(ctx context.Context, a *App) {
 	defer close(g.done)
 	for ctx.Err() == nil {
@@ -186,9 +183,6 @@ func (g *globals) follow(ctx context.Context, a *App) {
 		}
 		if err := g.apply(fs); err != nil && ctx.Err() == nil {
 			a.log.Warn("global tables", "err", err)
-			g.mu.Lock()
-			g.err = err
-			g.mu.Unlock()
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):

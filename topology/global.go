@@ -133,20 +133,5 @@ func (p *globalJoinProc[K, V, GK, GV, VR]) Process(r exec.Record) error {
 
 func (p *globalJoinProc[K, V, GK, GV, VR]) Close() error { return nil }
 
-// Get reads k's row from e, the global table's engine, for drivers that
-// reach it from outside (the test driver, queries).
-func (g GlobalTable[K, V]) Get(e store.Engine, k K) (v V, ok bool, err error) {
-	kb, err := g.ks.Encode(k)
-	if err != nil {
-		return v, false, err
-	}
-	b, ok, err := e.Get(kb)
-	if err != nil || !ok {
-		return v, ok, err
-	}
-	v, err = g.vs.Decode(b)
-	return v, err == nil, err
-}
-
 // Name is the global table's name.
 func (g GlobalTable[K, V]) Name() string { return g.name }
