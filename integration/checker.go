@@ -952,3 +952,47 @@ func clip(b []byte) string {
 	}
 	return string(b)
 }
+
+// Outputs are the committed outputs of a run, each topic's records in
+// partition-then-offset order.
+type Outputs map[string][]OutRecord
+
+// OutRecord is an output record as read.
+type OutRecord struct {
+	Partition int32
+	Key       []byte
+	Value     []byte
+	Headers   map[string]string
+}
+
+// ReadOutputs reads every committed record of the outputs.
+func ReadOutputs(ctx context.Context, addrs []string, topics []string) (Outputs, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := listOffsets(ctx, kadm.NewClient(cl).ListEndOffsets, topics)
+	if err != nil {
+		return nil, err
+	}
+	spans := map[string]map[int32][2]int64{}
+	for t, ps := range ends {
+		spans[t] = map[int32][2]int64{}
+		for p, e := range ps {
+			spans[t][p] = [2]int64{0, e}
+		}
+	}
+	out := Outputs{}
+	unread, err := readCommitted(ctx, addrs, spans, func(r *kgo.Record) {
+		hs := map[string]string{}
+		for _, h := range r.Headers {
+			hs[h.Key] = string(h.Value)
+		}
+		out[r.Topic] = append(out[r.Topic], OutRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs})
+	})
+	if err == nil && len(unread) > 0 {
+		err = fmt.Errorf("%v", unread)
+	}
+	return out, err
+}

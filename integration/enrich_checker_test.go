@@ -9,70 +9,40 @@ import (
 
 // enrichFixture writes the outputs a correct enrich run would produce for a
 // generated input: the reference the negative controls break.
-func enrichFixture(t *testing.T) (EnrichTopics, EnrichInput, PageViewOutputs) {
+func enrichFixture(t *testing.T) (EnrichTopics, EnrichExpectation, Outputs) {
 	t.Helper()
 	topics := DefaultEnrichTopics()
 	in := GenerateEnrich(3, 2_000, 4)
-	initial := map[string]enrichCustomer{}
-	for _, c := range in.Customers {
-		var ec enrichCustomer
-		_ = json.Unmarshal(c.Value, &ec)
-		initial[string(c.Key)] = ec
+	if len(in.Changes) == 0 {
+		t.Fatal("fixture exercises no customer changes")
 	}
-	final := map[string]enrichCustomer{}
-	for k, c := range initial {
-		final[k] = c
-	}
-	for _, c := range in.Changes {
-		if c.Value == nil {
-			delete(final, string(c.Key))
-		} else {
-			var ec enrichCustomer
-			_ = json.Unmarshal(c.Value, &ec)
-			final[string(c.Key)] = ec
+	exp := ExpectEnrich(in)
+	out := Outputs{}
+	paid := 0
+	for _, id := range sortedKeys(exp.Orders) {
+		if strings.Contains(exp.Orders[id], `"paid"`) {
+			paid++
 		}
+		out[topics.Enriched] = append(out[topics.Enriched], OutRecord{Key: []byte(id), Value: []byte(exp.Orders[id])})
 	}
-	payments := map[string]enrichPayment{}
-	for _, p := range in.Payments {
-		var ep enrichPayment
-		_ = json.Unmarshal(p.Value, &ep)
-		payments[ep.OrderID] = ep
+	if paid == 0 || paid == len(exp.Orders) {
+		t.Fatalf("fixture has %d paid orders of %d: it exercises only one kind", paid, len(exp.Orders))
 	}
-	out := PageViewOutputs{}
-	paidBy := map[string]int64{}
-	for _, o := range in.Orders {
-		var eo enrichOrder
-		_ = json.Unmarshal(o.Value, &eo)
-		c := initial[eo.CustomerID]
-		e := enrichOut{enrichOrder: eo, CustomerName: c.Name, CustomerTier: c.Tier, Status: "unpaid"}
-		if p, ok := payments[eo.OrderID]; ok {
-			e.Status, e.Payment = "paid", &p
-			paidBy[eo.CustomerID] += p.AmountCents
-		}
-		out[topics.Enriched] = append(out[topics.Enriched], OutRecord{Key: []byte(eo.OrderID), Value: mustMarshal(e)})
+	for _, tier := range sortedKeys(exp.Revenue) {
+		out[topics.Revenue] = append(out[topics.Revenue], OutRecord{Key: []byte(tier), Value: mustMarshal(map[string]int64{"revenue_cents": exp.Revenue[tier]})})
 	}
-	rev := map[string]int64{}
-	for id, c := range final {
-		rev[c.Tier] += paidBy[id]
-	}
-	for _, tier := range sortedKeys(rev) {
-		out[topics.Revenue] = append(out[topics.Revenue], OutRecord{Key: []byte(tier), Value: mustMarshal(map[string]int64{"revenue_cents": rev[tier]})})
-	}
-	if len(in.Changes) == 0 || len(payments) == 0 {
-		t.Fatal("fixture exercises no changes or no payments")
-	}
-	return topics, in, out
+	return topics, exp, out
 }
 
 func TestCheckEnrichAcceptsCorrectOutput(t *testing.T) {
-	topics, in, out := enrichFixture(t)
-	if v := CheckEnrich(topics, in, out); len(v) > 0 {
+	topics, exp, out := enrichFixture(t)
+	if v := CheckEnrich(topics, exp, out); len(v) > 0 {
 		t.Fatalf("correct output rejected:\n%s", joinLines(v))
 	}
 }
 
 func TestCheckEnrichNegativeControls(t *testing.T) {
-	topics, in, _ := enrichFixture(t)
+	topics, exp, _ := enrichFixture(t)
 	faults := []struct {
 		name, topic, want string
 		edit              func([]OutRecord) []OutRecord
@@ -110,7 +80,7 @@ func TestCheckEnrichNegativeControls(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			_, _, out := enrichFixture(t)
 			out[f.topic] = f.edit(out[f.topic])
-			v := CheckEnrich(topics, in, out)
+			v := CheckEnrich(topics, exp, out)
 			if !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, f.want) }) {
 				t.Errorf("fault %q not reported (want %q); got %v", f.name, f.want, v)
 			}

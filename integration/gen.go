@@ -398,3 +398,45 @@ func ProduceBills(ctx context.Context, addrs []string, topic string, bills []Inp
 	}
 	return out, nil
 }
+
+// GenRecord is one generated input record and the partition it is written
+// to, -1 for the partition of its key (see ProduceKeyed).
+type GenRecord struct {
+	Partition int32
+	Key       []byte
+	Value     []byte
+}
+
+// ProduceKeyed writes records in order: to their partition, or, with
+// Partition -1, to the partition of their key (Kafka's default murmur2,
+// as sluice partitions), so that orders and payments of one order meet.
+// It returns the input log as written.
+func ProduceKeyed(ctx context.Context, addrs []string, topic string, rs []GenRecord) ([]InputRecord, error) {
+	keyed := kgo.StickyKeyPartitioner(nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.BasicConsistentPartitioner(func(t string) func(*kgo.Record, int) int {
+			tp := keyed.ForTopic(t)
+			return func(r *kgo.Record, n int) int {
+				if r.Partition >= 0 {
+					return int(r.Partition)
+				}
+				return tp.Partition(r, n)
+			}
+		})), kgo.MaxBufferedRecords(20_000))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, len(rs))
+	for i, r := range rs {
+		recs[i] = &kgo.Record{Partition: r.Partition, Key: r.Key, Value: r.Value}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return nil, fmt.Errorf("producing to %s: %w", topic, err)
+	}
+	out := make([]InputRecord, len(recs))
+	for i, r := range recs {
+		out[i] = InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+	}
+	return out, nil
+}

@@ -3,16 +3,12 @@ package integration
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The pageviews example's event-time settings, restated for the oracle (an
@@ -36,23 +32,15 @@ func DefaultPageViewTopics() PageViewTopics {
 
 func (t PageViewTopics) outputs() []string { return []string{t.PerMinute, t.Late, t.Sessions, t.DLQ} }
 
-// PageViewRecord is one generated input record and the partition it is
-// written to: views are keyed by user, and a user's views share a partition.
-type PageViewRecord struct {
-	Partition int32
-	Key       []byte
-	Value     []byte
-}
-
 // GeneratePageViews makes n views by a population of users who come and go
 // (so sessions close), arriving out of order within the bound, with about 2%
 // far beyond the lateness and 0.5% that are not valid JSON; then one view per
 // partition far in the future, so that every partition's watermark passes
 // the rest and their windows and sessions close.
-func GeneratePageViews(seed int64, n int, partitions int32) []PageViewRecord {
+func GeneratePageViews(seed int64, n int, partitions int32) []GenRecord {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x9a6e))
 	const users, pages, pool, block = 60, 25, 8, 1500
-	var out []PageViewRecord
+	var out []GenRecord
 	part := func(u int) int32 { return int32(u) % partitions }
 	now := int64(baseTS)
 	for i := range n {
@@ -70,50 +58,15 @@ func GeneratePageViews(seed int64, n int, partitions int32) []PageViewRecord {
 		if rng.IntN(200) == 0 {
 			v = []byte(`{"user": "` + user + `", "page": `) // truncated
 		}
-		out = append(out, PageViewRecord{Partition: part(u), Key: []byte(user), Value: v})
+		out = append(out, GenRecord{Partition: part(u), Key: []byte(user), Value: v})
 	}
 	for p := range partitions {
 		u := int(p) // part(u) == p
 		user := "u" + strconv.Itoa(u)
 		v := mustMarshal(map[string]any{"user": user, "page": "/end", "ts": now + 3*pvGap})
-		out = append(out, PageViewRecord{Partition: p, Key: []byte(user), Value: v})
+		out = append(out, GenRecord{Partition: p, Key: []byte(user), Value: v})
 	}
 	return out
-}
-
-// ProducePageViews writes the views to their partitions, in order, and
-// returns the input log as written.
-func ProducePageViews(ctx context.Context, addrs []string, topic string, views []PageViewRecord) ([]InputRecord, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(20_000))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	recs := make([]*kgo.Record, len(views))
-	for i, v := range views {
-		recs[i] = &kgo.Record{Partition: v.Partition, Key: v.Key, Value: v.Value}
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return nil, fmt.Errorf("producing page views: %w", err)
-	}
-	out := make([]InputRecord, len(recs))
-	for i, r := range recs {
-		out[i] = InputRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
-	}
-	return out, nil
-}
-
-// PageViewOutputs are the committed outputs of a pageviews run, each topic's
-// records in partition-then-offset order.
-type PageViewOutputs map[string][]OutRecord
-
-// OutRecord is an output record as read.
-type OutRecord struct {
-	Partition int32
-	Key       []byte
-	Value     []byte
-	Headers   map[string]string
 }
 
 // PageViewExpectation is what the oracle computes from the input log.
@@ -205,7 +158,7 @@ func ExpectPageViews(input []InputRecord) PageViewExpectation {
 // closed minute and each closed session exactly once with the oracle's
 // count, nothing else; every late view exactly once, unchanged; every
 // unreadable view dead-lettered exactly once.
-func CheckPageViews(topics PageViewTopics, exp PageViewExpectation, out PageViewOutputs) []string {
+func CheckPageViews(topics PageViewTopics, exp PageViewExpectation, out Outputs) []string {
 	var v []string
 	violate := func(format string, args ...any) {
 		if len(v) < 50 {
@@ -304,38 +257,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// ReadPageViewOutputs reads every committed record of the outputs.
-func ReadPageViewOutputs(ctx context.Context, addrs []string, topics []string) (PageViewOutputs, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ends, err := listOffsets(ctx, kadm.NewClient(cl).ListEndOffsets, topics)
-	if err != nil {
-		return nil, err
-	}
-	spans := map[string]map[int32][2]int64{}
-	for t, ps := range ends {
-		spans[t] = map[int32][2]int64{}
-		for p, e := range ps {
-			spans[t][p] = [2]int64{0, e}
-		}
-	}
-	out := PageViewOutputs{}
-	unread, err := readCommitted(ctx, addrs, spans, func(r *kgo.Record) {
-		hs := map[string]string{}
-		for _, h := range r.Headers {
-			hs[h.Key] = string(h.Value)
-		}
-		out[r.Topic] = append(out[r.Topic], OutRecord{Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: hs})
-	})
-	if err == nil && len(unread) > 0 {
-		err = fmt.Errorf("%v", unread)
-	}
-	return out, err
 }
 
 // PerKeySequences is a topic's records as each key's sequence of values:

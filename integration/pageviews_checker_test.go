@@ -11,7 +11,7 @@ import (
 
 // pageViewsFixture runs the oracle over a generated input log and writes the
 // outputs a correct run would: the reference the negative controls break.
-func pageViewsFixture(t *testing.T) (PageViewTopics, PageViewExpectation, PageViewOutputs) {
+func pageViewsFixture(t *testing.T) (PageViewTopics, PageViewExpectation, Outputs) {
 	t.Helper()
 	topics := DefaultPageViewTopics()
 	gen := GeneratePageViews(7, 20_000, 4)
@@ -26,7 +26,7 @@ func pageViewsFixture(t *testing.T) (PageViewTopics, PageViewExpectation, PageVi
 		t.Fatalf("fixture does not exercise every output: %d minutes, %d sessions, %d late, %d dead",
 			len(exp.PerMinute), len(exp.Sessions), len(exp.Late), len(exp.Dead))
 	}
-	out := PageViewOutputs{}
+	out := Outputs{}
 	for _, k := range sortedKeys(exp.PerMinute) {
 		page, start, _ := strings.Cut(k, "|")
 		s, _ := strconv.ParseInt(start, 10, 64)

@@ -53,7 +53,7 @@ func TestPageViewsExactlyOnceUnderSIGKILL(t *testing.T) {
 		var all []InputRecord
 		chunk := (len(gen) + 2*kills) / max(1, 2*kills)
 		for i := 0; i < len(gen); i += chunk {
-			in, err := ProducePageViews(produceCtx, addrs, topics.Input, gen[i:min(i+chunk, len(gen))])
+			in, err := ProduceKeyed(produceCtx, addrs, topics.Input, gen[i:min(i+chunk, len(gen))])
 			if err != nil {
 				produced <- produceResult{err: err}
 				return
@@ -84,7 +84,7 @@ func TestPageViewsExactlyOnceUnderSIGKILL(t *testing.T) {
 	if len(exp.PerMinute) == 0 || len(exp.Sessions) == 0 || len(exp.Late) == 0 || len(exp.Dead) == 0 {
 		t.Fatal("the input does not exercise every output")
 	}
-	first, err := ReadPageViewOutputs(ctx, addrs, topics.outputs())
+	first, err := ReadOutputs(ctx, addrs, topics.outputs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestPageViewsExactlyOnceUnderSIGKILL(t *testing.T) {
 	r := newPageViewsHarness(t, bin, addrs, fmt.Sprintf("pageviews-replay-%d", cfg.seed&0xffffffff), cfg.guarantee, replay, 1)
 	r.waitFinished(time.Now().Add(4*time.Minute), replay.Input, replay.outputs())
 	r.stopAll(time.Minute)
-	second, err := ReadPageViewOutputs(ctx, addrs, replay.outputs())
+	second, err := ReadOutputs(ctx, addrs, replay.outputs())
 	if err != nil {
 		t.Fatal(err)
 	}
