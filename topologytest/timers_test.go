@@ -1,7 +1,9 @@
 package topologytest_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,12 +130,32 @@ func TestTimersFireOncePerKeyInOrder(t *testing.T) {
 	}
 }
 
+// noTimer is a processor that declares timers but cannot be told of them.
+type noTimer struct{}
+
+func (noTimer) Init(*topology.ProcessorContext[string, string]) error { return nil }
+func (noTimer) Process(topology.Record[string, string]) error         { return nil }
+func (noTimer) Close() error                                          { return nil }
+
 func TestTimersNeedOnTimerAndTheInputKeyType(t *testing.T) {
 	tp := topology.New()
 	in := topology.From(tp, "in", serde.String, serde.String)
-	topology.Process(in, "p", func() topology.Processor[string, string, string, string] { return nil },
+	topology.Process(in, "p", func() topology.Processor[string, string, string, string] { return noTimer{} },
 		topology.Timers("t", serde.Int64))
-	if _, err := tp.Build(); err == nil {
-		t.Fatal("timers keyed by int64 on a string-keyed processor were accepted")
+	if _, err := tp.Build(); !errors.Is(err, topology.ErrTypeMismatch) {
+		t.Fatalf("timers keyed by int64 on a string-keyed processor: Build returned %v, want ErrTypeMismatch", err)
+	}
+
+	tp = topology.New()
+	in = topology.From(tp, "in", serde.String, serde.String)
+	topology.Process(in, "p", func() topology.Processor[string, string, string, string] { return noTimer{} },
+		topology.Timers("t", serde.String))
+	d, err := topologytest.New(tp)
+	if err == nil {
+		d.Close()
+		t.Fatal("a processor with timers and no OnTimer method was started")
+	}
+	if !strings.Contains(err.Error(), "no OnTimer method") {
+		t.Fatalf("starting a processor with timers and no OnTimer: %v", err)
 	}
 }
