@@ -312,8 +312,16 @@ func (o *OutputTopic[K, V]) ReadRecords() ([]topology.Record[K, V], error) {
 // ToMap reads the records written since the last read into the last value
 // per key: the topic read as a table, where a tombstone deletes its key.
 func ToMap[K comparable, V any](o *OutputTopic[K, V]) (map[K]V, error) {
+	m := map[K]V{}
+	err := UpdateMap(o, m)
+	return m, err
+}
+
+// UpdateMap applies the records written since the last read to m, the
+// topic read as a table so far: each record sets its key, a tombstone
+// deletes it.
+func UpdateMap[K comparable, V any](o *OutputTopic[K, V], m map[K]V) error {
 	rs, err := o.ReadRecords()
-	m := make(map[K]V, len(rs))
 	for _, r := range rs {
 		if r.Tombstone {
 			delete(m, r.Key)
@@ -321,7 +329,7 @@ func ToMap[K comparable, V any](o *OutputTopic[K, V]) (map[K]V, error) {
 			m[r.Key] = r.Value
 		}
 	}
-	return m, err
+	return err
 }
 
 // KeyValueStore returns the named store of the topology, typed by the
