@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/store"
+	"github.com/sluice-streams/sluice/window"
 )
 
 // Header is a record header.
@@ -166,7 +167,7 @@ type Node struct {
 	// watermark follows it (nil: window.Monotonous()).
 	Time      TimestampKind
 	Extract   func(k, v any, recordTs int64) int64
-	Watermark WatermarkStrategy
+	Watermark window.Strategy
 	// Source: DeadLetter names the dead-letter topic of records read by
 	// this source (default: the application's, <application.id>-dlq).
 	DeadLetter string
@@ -213,14 +214,6 @@ type Store struct {
 // of the task's committed time state (watermarks and stream time). Window
 // store keys all begin with a lower-case letter, so it cannot collide.
 var TimeStateKey = []byte("T")
-
-// WatermarkStrategy is window.Strategy, named here to keep the contract
-// free of the window package's other types.
-type WatermarkStrategy interface {
-	Next(ts, prev int64) int64
-	Validate() error
-	String() string
-}
 
 // SubTopology is a connected part of the plan: the unit of a task.
 type SubTopology struct {
