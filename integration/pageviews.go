@@ -165,7 +165,33 @@ func CheckPageViews(topics PageViewTopics, exp PageViewExpectation, out Outputs)
 			v = append(v, fmt.Sprintf(format, args...))
 		}
 	}
-	seen := map[string]int{}
+	// exactlyOnce checks emitted (key, n) results against want: every
+	// wanted key once with its n, nothing else.
+	type result struct {
+		k string
+		n int64
+	}
+	exactlyOnce := func(topic, noun, unknown string, got []result, want map[string]int64) {
+		seen := map[string]int{}
+		for _, r := range got {
+			seen[r.k]++
+			w, ok := want[r.k]
+			switch {
+			case !ok:
+				violate("%s: %s emitted (%s %d) but %s", topic, r.k, noun, r.n, unknown)
+			case seen[r.k] > 1:
+				violate("%s: %s emitted %d times", topic, r.k, seen[r.k])
+			case r.n != w:
+				violate("%s: %s %s %d, want %d", topic, r.k, noun, r.n, w)
+			}
+		}
+		for _, k := range sortedKeys(want) {
+			if seen[k] == 0 {
+				violate("%s: %s (%s %d) never emitted", topic, k, noun, want[k])
+			}
+		}
+	}
+	var minutes, sessions []result
 	for _, r := range out[topics.PerMinute] {
 		var pc struct {
 			Start int64 `json:"window_start"`
@@ -176,24 +202,9 @@ func CheckPageViews(topics PageViewTopics, exp PageViewExpectation, out Outputs)
 			violate("per-minute: malformed %q", r.Value)
 			continue
 		}
-		k := string(r.Key) + "|" + strconv.FormatInt(pc.Start, 10)
-		seen[k]++
-		want, ok := exp.PerMinute[k]
-		switch {
-		case !ok:
-			violate("per-minute: %s emitted (count %d) but the oracle has it open or empty", k, pc.Count)
-		case seen[k] > 1:
-			violate("per-minute: %s emitted %d times", k, seen[k])
-		case pc.Count != want:
-			violate("per-minute: %s count %d, want %d", k, pc.Count, want)
-		}
+		minutes = append(minutes, result{string(r.Key) + "|" + strconv.FormatInt(pc.Start, 10), pc.Count})
 	}
-	for _, k := range sortedKeys(exp.PerMinute) {
-		if seen[k] == 0 {
-			violate("per-minute: %s (count %d) never emitted", k, exp.PerMinute[k])
-		}
-	}
-	seen = map[string]int{}
+	exactlyOnce("per-minute", "count", "the oracle has it open or empty", minutes, exp.PerMinute)
 	for _, r := range out[topics.Sessions] {
 		var s struct {
 			Start int64 `json:"session_start"`
@@ -204,23 +215,9 @@ func CheckPageViews(topics PageViewTopics, exp PageViewExpectation, out Outputs)
 			violate("sessions: malformed %q", r.Value)
 			continue
 		}
-		k := fmt.Sprintf("%s|%d|%d", r.Key, s.Start, s.End)
-		seen[k]++
-		want, ok := exp.Sessions[k]
-		switch {
-		case !ok:
-			violate("sessions: %s emitted (views %d) but the oracle has no such closed session", k, s.Views)
-		case seen[k] > 1:
-			violate("sessions: %s emitted %d times", k, seen[k])
-		case s.Views != want:
-			violate("sessions: %s views %d, want %d", k, s.Views, want)
-		}
+		sessions = append(sessions, result{fmt.Sprintf("%s|%d|%d", r.Key, s.Start, s.End), s.Views})
 	}
-	for _, k := range sortedKeys(exp.Sessions) {
-		if seen[k] == 0 {
-			violate("sessions: %s (views %d) never emitted", k, exp.Sessions[k])
-		}
-	}
+	exactlyOnce("sessions", "views", "the oracle has no such closed session", sessions, exp.Sessions)
 	late := map[string]int{}
 	for _, r := range out[topics.Late] {
 		late[string(r.Key)+"\x00"+string(r.Value)]++
