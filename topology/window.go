@@ -855,27 +855,17 @@ func (p *windowProc[K, V, A]) OnProcessingTime(now int64) error {
 	if now < p.nextProc {
 		return nil
 	}
-	if err := p.timers(prefixProc, now, func(c window.TriggerContext) window.TriggerResult {
-		return p.cfg.trigger.OnProcessingTime(c)
-	}); err != nil {
-		return err
-	}
-	return p.findNext()
-}
-
-// timers runs the due timers of one index through the trigger.
-func (p *windowProc[K, V, A]) timers(prefix byte, now int64, on func(window.TriggerContext) window.TriggerResult) error {
-	due, err := dueIndex(p.st, prefix, now)
+	due, err := dueIndex(p.st, prefixProc, now)
 	if err != nil {
 		return err
 	}
 	wm := p.ctx.Watermark()
 	for _, ik := range due {
-		if err := p.runTimer(prefix, ik, wm, on); err != nil {
+		if err := p.runTimer(prefixProc, ik, wm, p.cfg.trigger.OnProcessingTime); err != nil {
 			return err
 		}
 	}
-	return nil
+	return p.findNext()
 }
 
 // runTimer runs one due timer (its index key ik) through the trigger.
