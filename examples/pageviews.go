@@ -79,7 +79,7 @@ type Session struct {
 // <application.id>-pageviews-by-page-repartition.
 func PageViews(input, perMinute, late, sessions, dlq string) *topology.Topology {
 	t := topology.New()
-	views := topology.From(t, input, rawBytes{}, pageViewSerde{}, topology.DeadLetter(dlq),
+	views := topology.From(t, input, serde.Bytes, pageViewSerde{}, topology.DeadLetter(dlq),
 		topology.TimestampFrom(func(_ []byte, v PageView, _ int64) int64 { return v.TS }),
 		topology.Watermarks(window.BoundedOutOfOrderness(PageViewsBound)))
 
@@ -95,22 +95,16 @@ func PageViews(input, perMinute, late, sessions, dlq string) *topology.Topology 
 	}), perMinute, serde.String, serde.JSON[PageCount]())
 	topology.To(topology.Map(topology.LateRecords(byPage), func(_ string, v PageView) ([]byte, PageView) {
 		return v.rawKey, v
-	}), late, rawBytes{}, pageViewSerde{})
+	}), late, serde.Bytes, pageViewSerde{})
 
 	byUser := topology.WindowedBy(topology.GroupByKey(views),
 		window.InactivityGap(PageViewsGap), topology.AllowedLateness(PageViewsLateness), topology.EmitFinal())
-	sess := topology.CountWindows(byUser, topology.Materialized("user-sessions", rawBytes{}, serde.Int64))
+	sess := topology.CountWindows(byUser, topology.Materialized("user-sessions", serde.Bytes, serde.Int64))
 	topology.To(topology.Map(topology.ToStream(sess), func(w topology.Windowed[[]byte], n int64) ([]byte, Session) {
 		return w.Key, Session{SessionStart: w.Window.Start, SessionEnd: w.Window.End - 1, Views: n}
-	}), sessions, rawBytes{}, serde.JSON[Session]())
+	}), sessions, serde.Bytes, serde.JSON[Session]())
 	return t
 }
-
-// rawBytes is serde.Bytes that reads a Kafka null as an empty key.
-type rawBytes struct{}
-
-func (rawBytes) Encode(b []byte) ([]byte, error) { return b, nil }
-func (rawBytes) Decode(b []byte) ([]byte, error) { return append([]byte{}, b...), nil }
 
 // pageViewSerde decodes a view's JSON and keeps the bytes; it encodes a
 // view read from a topic as those same bytes.
