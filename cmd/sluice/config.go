@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cast"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/txn"
@@ -214,6 +215,13 @@ func (c appConfig) opts() []processor.Opt {
 		processor.MaxRecordBytes(c.MaxRecordBytes),
 		processor.IdleTimeout(c.IdleTimeout),
 	}
+}
+
+// clientOpts returns the franz-go options every client that sluice's
+// commands create for this configuration starts from: the seed brokers and
+// the connection's security.
+func (c appConfig) clientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
 }
 
 // resolver reads typed values from v, collecting every invalid one so that a
