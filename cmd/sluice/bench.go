@@ -111,6 +111,8 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 	cmd.Flags().IntVar(&cfg.Records, "records", 1_000_000, "input records per scenario")
 	cmd.Flags().Int32Var(&cfg.Partitions, "partitions", 8, "partitions of the input topic")
 	cmd.Flags().DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "commit interval of every scenario")
+	cmd.Flags().IntVar(&cfg.Rate, "rate", 50_000, "input records per second of the paced latency runs")
+	cmd.Flags().DurationVar(&cfg.PacedFor, "paced-for", 10*time.Second, "how long each paced latency run produces input (0: no paced runs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&only, "only", "", "comma-separated scenarios to run (the pipe always runs)")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
@@ -131,7 +133,8 @@ func childRunner(cfg bench.Config) func(context.Context, string, txn.Guarantee) 
 		}
 		c := exec.CommandContext(ctx, exe, "bench", "--child", name+":"+g.String(),
 			"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
-			"--commit-interval", cfg.CommitInterval.String())
+			"--commit-interval", cfg.CommitInterval.String(),
+			"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String())
 		var stderr bytes.Buffer
 		c.Stderr = &stderr
 		out, err := c.Output()
@@ -148,13 +151,17 @@ func childRunner(cfg bench.Config) func(context.Context, string, txn.Guarantee) 
 
 func printTable(w io.Writer, res []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tsteady records/s\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tsteady records/s\tpeak RSS MiB\tpaced rate\tp50 ms\tp99 ms\tmax ms\t")
 	for _, r := range res {
 		rss := "-"
 		if r.PeakRSSBytes > 0 {
 			rss = strconv.FormatInt(r.PeakRSSBytes>>20, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.0f\t%s\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.SteadyPerSecond, rss)
+		paced := "-\t-\t-\t-"
+		if r.PacedRecords > 0 {
+			paced = fmt.Sprintf("%.0f\t%.1f\t%.1f\t%.1f", r.PacedRate, r.LatencyP50ms, r.LatencyP99ms, r.LatencyMaxms)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.0f\t%s\t%s\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.SteadyPerSecond, rss, paced)
 	}
 	tw.Flush()
 }

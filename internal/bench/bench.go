@@ -27,6 +27,10 @@ type Config struct {
 	Partitions     int32
 	CommitInterval time.Duration
 	Scenarios      []string // default: all
+	// Rate and PacedFor make the paced run of the scenarios that have one:
+	// Rate input records a second for PacedFor. PacedFor 0: no paced run.
+	Rate     int
+	PacedFor time.Duration
 	// Isolate, if set, runs each scenario instead of Run doing it in this
 	// process: `sluice bench` runs each in a child process (RunScenario),
 	// so that each has a fresh heap and its own peak RSS.
@@ -53,6 +57,15 @@ type Result struct {
 	// in-process broker included; set only when the scenario ran in a
 	// process of its own.
 	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
+	// The paced run's end-to-end latency at PacedRate input records a
+	// second, in milliseconds: from when an input record was due to be
+	// produced to when its output was visible to a read_committed
+	// consumer. Zero when the scenario has no paced run.
+	PacedRate    float64 `json:"paced_rate,omitempty"`
+	PacedRecords int     `json:"paced_records,omitempty"`
+	LatencyP50ms float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP99ms float64 `json:"latency_p99_ms,omitempty"`
+	LatencyMaxms float64 `json:"latency_max_ms,omitempty"`
 }
 
 // Scenarios lists the scenario names in run order.
@@ -75,6 +88,8 @@ type scenario struct {
 	// given the preloaded input (with the partitions and offsets it got);
 	// what it returns is added to the note.
 	verify func(ctx context.Context, addrs []string, g txn.Guarantee, input []*kgo.Record) (string, error)
+	// covers, if set, gives the scenario a paced run (see paced.go).
+	covers covers
 }
 
 // Run runs the chosen scenarios under exactly_once and at_least_once.
@@ -95,7 +110,7 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 		}
 		one = func(ctx context.Context, name string, g txn.Guarantee) (Result, error) {
 			sc, _ := scenarioNamed(name)
-			return runOne(ctx, cfg, sc, g)
+			return measure(ctx, cfg, sc, g)
 		}
 	}
 	for _, sc := range scenarioList() {
@@ -152,11 +167,28 @@ func RunScenario(ctx context.Context, cfg Config, name string, g txn.Guarantee) 
 	if err := warmUp(ctx, cfg); err != nil {
 		return Result{}, err
 	}
-	res, err := runOne(ctx, cfg, sc, g)
+	res, err := measure(ctx, cfg, sc, g)
 	if err != nil {
 		return res, err
 	}
 	res.PeakRSSBytes = peakRSS()
+	return res, nil
+}
+
+// measure runs a scenario's throughput run, then its paced run if it has
+// one, each from a fresh start.
+func measure(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Result, error) {
+	res, err := runOne(ctx, cfg, sc, g)
+	if err != nil || sc.covers == nil || cfg.PacedFor <= 0 {
+		return res, err
+	}
+	lat, err := runPaced(ctx, cfg, sc, g)
+	if err != nil {
+		return res, fmt.Errorf("paced: %w", err)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	res.PacedRate, res.PacedRecords = lat.Rate, lat.Records
+	res.LatencyP50ms, res.LatencyP99ms, res.LatencyMaxms = ms(lat.P50), ms(lat.P99), ms(lat.Max)
 	return res, nil
 }
 
@@ -305,7 +337,7 @@ func keyed(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 
 func scenarioList() []scenario {
 	return []scenario{
-		{name: "pipe", input: keyed, note: "raw franz-go consume→produce loop", run: runPipe},
+		{name: "pipe", input: keyed, note: "raw franz-go consume→produce loop", run: runPipe, covers: oneEach},
 		{name: "stateless", input: keyed, note: "map+filter", run: runTopology(func() *topology.Topology {
 			t := topology.New()
 			s := topology.From(t, "in", serde.Bytes, serde.Bytes)
@@ -313,14 +345,14 @@ func scenarioList() []scenario {
 			s = topology.Filter(s, func(k, _ []byte) bool { return len(k) > 0 })
 			topology.To(s, "out", serde.Bytes, serde.Bytes)
 			return t
-		})},
+		}), covers: oneEach},
 		{name: "count", input: keyed, note: "count per key, Pebble store with changelog", run: runTopology(func() *topology.Topology {
 			t := topology.New()
 			s := topology.From(t, "in", serde.String, serde.Bytes)
 			c := topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
 			topology.To(topology.ToStream(c), "out", serde.String, serde.Int64Text)
 			return t
-		})},
+		}), covers: runningCount},
 		{name: "windowed", input: timedKeyed, note: "count per key in 1-minute tumbling windows, watermark 5 s behind, EmitFinal, Pebble window store",
 			run: runTopology(windowedTopology), verify: verifyWindowed},
 		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic", run: runTopology(func() *topology.Topology {
