@@ -49,22 +49,6 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 			if only != "" {
 				cfg.Scenarios = strings.Split(only, ",")
 			}
-			if child != "" {
-				// One scenario in this process, its result as JSON on stdout.
-				name, gs, _ := strings.Cut(child, ":")
-				g, err := txn.ParseGuarantee(gs)
-				if err != nil {
-					return err
-				}
-				res, err := bench.RunScenario(ctx, cfg, name, g)
-				if err != nil {
-					return err
-				}
-				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
-			}
-			if !inProcess && cpuprofile == "" && memprofile == "" {
-				cfg.Isolate = childRunner(cfg)
-			}
 			if cpuprofile != "" {
 				f, err := os.Create(cpuprofile)
 				if err != nil {
@@ -84,6 +68,22 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 						f.Close()
 					}
 				}()
+			}
+			if child != "" {
+				// One scenario in this process, its result as JSON on stdout.
+				name, gs, _ := strings.Cut(child, ":")
+				g, err := txn.ParseGuarantee(gs)
+				if err != nil {
+					return err
+				}
+				res, err := bench.RunScenario(ctx, cfg, name, g)
+				if err != nil {
+					return err
+				}
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+			}
+			if !inProcess && cpuprofile == "" && memprofile == "" {
+				cfg.Isolate = childRunner(cfg)
 			}
 			w := cmd.OutOrStdout()
 			if !asJSON {
