@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzStagedMatchesModel drives a Staged over a Memory engine with a random
-// sequence of puts, deletes, flushes, commits and aborts, and checks it
+// sequence of puts, deletes, flushes, commits and aborts, with and without
+// its read cache (which every step's reads fill), and checks it
 // against plain maps after every step. Beyond read-your-writes it checks
 // invariant 2 itself: the engine always equals the changelog of the
 // committed transactions replayed from the start, and its checkpoint is the
@@ -27,6 +28,9 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			return
 		}
 		cache := data[0]%2 == 0
+		// The read cache: the default, off, or so small that most
+		// commits drop it.
+		readCache := []int{DefaultReadCache, 0, 3 * entryOverhead}[data[0]/2%3]
 		data = data[1:]
 		next := func() byte {
 			if len(data) == 0 {
@@ -37,7 +41,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			return b
 		}
 
-		var opts []StagedOption
+		opts := []StagedOption{WithReadCache(readCache)}
 		if !cache {
 			opts = append(opts, WithoutCache())
 		}

@@ -21,6 +21,18 @@ import (
 // writes Commit applies: with the cache on, Flush emits the last write of each
 // key, and Commit refuses to apply writes that were never flushed.
 //
+// The stage also caches committed values for reads: a key read from the
+// engine, or written and committed, stays in the stage as a clean entry, so
+// that the next transaction reads it from a map instead of a Pebble seek
+// (most keys of a keyed aggregation are read again soon after they were
+// written). Clean entries hold exactly the engine's value, so every read of
+// the merged view is the same with or without them; Range and First skip
+// them. The cache is bounded in bytes (WithReadCache) and dropped whole when
+// a commit leaves it over the bound, or when a transaction aborts (its
+// writes replaced the clean values they overwrote). Only the Staged writes
+// its engine while the task runs; whoever writes the engine otherwise (a
+// restore) must do it before the first read or call DropCache.
+//
 // A Staged is used by one goroutine (its task's); only the Engine beneath it
 // may be read by others.
 type Staged struct {
@@ -29,10 +41,16 @@ type Staged struct {
 	cache     bool
 	changelog func(key, value []byte)
 
-	// index maps a staged key to its entry; entries keeps them in first-write
-	// order so Commit needs no map iteration.
+	// index maps a key to its entry, dirty (written since the last
+	// Commit) or clean (cached committed value).
 	index   map[string]int
 	entries []stagedEntry
+	// dirty holds the indices of the dirty entries in first-write order, so
+	// Commit needs no map iteration.
+	dirty []int
+	// cached estimates the memory of entries in bytes; cacheLimit bounds
+	// it at Commit (0: no clean entries are kept).
+	cached, cacheLimit int
 	// pending holds indices of entries written since the last Flush (cache
 	// mode only).
 	pending []int
@@ -42,6 +60,7 @@ type Staged struct {
 	marked      bool
 	markEntries int        // len(entries) at Mark
 	markPending int        // len(pending) at Mark
+	markDirty   int        // len(dirty) at Mark
 	undo        []undoStep // older entries' states before their first write after Mark, in write order
 
 	stats Stats
@@ -51,18 +70,29 @@ type undoStep struct {
 	i       int
 	value   []byte
 	pending bool
+	dirty   bool
 }
 
 type stagedEntry struct {
-	key     []byte // owned by the stage; never mutated
-	value   []byte // nil: delete. Replaced on write, never mutated in place.
-	pending bool   // in Staged.pending
+	key []byte // owned by the stage; never mutated
+	// value is nil for a delete (dirty) or a key the engine lacks (clean).
+	// Replaced on write, never mutated in place.
+	value   []byte
+	pending bool // in Staged.pending
+	dirty   bool // in Staged.dirty
 }
+
+// entryOverhead estimates the memory of an entry beyond its key and value:
+// the entry, its index slot and the key string's header.
+const entryOverhead = 128
+
+// DefaultReadCache is the read cache bound of a Staged in bytes.
+const DefaultReadCache = 4 << 20
 
 // Stats are cumulative counters of a Staged, for metrics.
 type Stats struct {
 	Gets      int64 // calls to Get
-	StageHits int64 // Gets answered by the stage without reading the engine
+	StageHits int64 // Gets answered by the stage (staged or cached) without reading the engine
 	Puts      int64 // Puts with a non-nil value
 	Deletes   int64 // Deletes, including Puts with a nil value
 	// ChangelogRecords counts records handed to the changelog function,
@@ -87,14 +117,22 @@ func WithoutCache() StagedOption {
 	return stagedOptionFunc(func(s *Staged) { s.cache = false })
 }
 
+// WithReadCache bounds the committed values the stage keeps for reads to
+// about n bytes (keys, values and bookkeeping); 0 keeps none. Default
+// DefaultReadCache.
+func WithReadCache(n int) StagedOption {
+	return stagedOptionFunc(func(s *Staged) { s.cacheLimit = max(n, 0) })
+}
+
 // NewStaged returns a Staged store named name over e. The name is the
 // store's user-given name, from which its changelog topic is derived.
 func NewStaged(name string, e Engine, opts ...StagedOption) *Staged {
 	s := &Staged{
-		name:   name,
-		engine: e,
-		cache:  true,
-		index:  make(map[string]int),
+		name:       name,
+		engine:     e,
+		cache:      true,
+		index:      make(map[string]int),
+		cacheLimit: DefaultReadCache,
 	}
 	for _, o := range opts {
 		o.apply(s)
@@ -117,8 +155,8 @@ func (s *Staged) Engine() Engine { return s.engine }
 func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
 
 // Get reads the stage first, then the engine; a staged delete hides the
-// engine's value. A value from the stage is returned without a copy: the
-// caller must not modify it.
+// engine's value. What it read from the engine it caches as a clean entry.
+// The value is returned without a copy: the caller must not modify it.
 func (s *Staged) Get(key []byte) ([]byte, bool, error) {
 	s.stats.Gets++
 	if i, ok := s.index[string(key)]; ok {
@@ -126,7 +164,22 @@ func (s *Staged) Get(key []byte) ([]byte, bool, error) {
 		v := s.entries[i].value
 		return v, v != nil, nil
 	}
-	return s.engine.Get(key)
+	v, ok, err := s.engine.Get(key)
+	if err != nil || s.cacheLimit == 0 {
+		return v, ok, err
+	}
+	// The engine's copy is ours: keep it rather than copy it again.
+	s.add(bytes.Clone(key), v)
+	return v, ok, nil
+}
+
+// add appends a clean entry; the stage owns key and value from now on.
+func (s *Staged) add(key, value []byte) int {
+	i := len(s.entries)
+	s.entries = append(s.entries, stagedEntry{key: key, value: value})
+	s.index[string(key)] = i
+	s.cached += len(key) + len(value) + entryOverhead
+	return i
 }
 
 // Put stages value under key, copying both. A nil value deletes key.
@@ -149,30 +202,37 @@ func (s *Staged) Delete(key []byte) error {
 func (s *Staged) stage(key, value []byte) {
 	i, ok := s.index[string(key)]
 	if ok && s.marked && i < s.markEntries {
-		s.undo = append(s.undo, undoStep{i: i, value: s.entries[i].value, pending: s.entries[i].pending})
+		e := &s.entries[i]
+		s.undo = append(s.undo, undoStep{i: i, value: e.value, pending: e.pending, dirty: e.dirty})
 	}
 	if !ok {
-		i = len(s.entries)
 		// One allocation for key and value; the key is capped so no append
 		// can ever reach into the value.
 		buf := make([]byte, len(key)+len(value))
 		copy(buf, key)
-		s.entries = append(s.entries, stagedEntry{key: buf[:len(key):len(key)]})
-		s.index[string(key)] = i
+		var v []byte
 		if value != nil {
 			copy(buf[len(key):], value)
-			s.entries[i].value = buf[len(key):]
+			v = buf[len(key):]
 		}
-	} else if value != nil {
-		// A fresh slice, not a copy into the old one: the old value may
-		// already be owned by the changelog receiver.
-		v := make([]byte, len(value))
-		copy(v, value)
-		s.entries[i].value = v
+		i = s.add(buf[:len(key):len(key)], v)
 	} else {
-		s.entries[i].value = nil
+		e := &s.entries[i]
+		s.cached -= len(e.value)
+		e.value = nil
+		if value != nil {
+			// A fresh slice, not a copy into the old one: the old value
+			// may already be owned by the changelog receiver.
+			e.value = make([]byte, len(value))
+			copy(e.value, value)
+			s.cached += len(value)
+		}
 	}
 	e := &s.entries[i]
+	if !e.dirty {
+		e.dirty = true
+		s.dirty = append(s.dirty, i)
+	}
 	if !s.cache {
 		s.emit(e)
 		return
@@ -242,7 +302,7 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 // The slices must not be modified.
 func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error) {
 	var staged *stagedEntry
-	for i := range s.entries {
+	for _, i := range s.dirty {
 		e := &s.entries[i]
 		if e.value == nil || start != nil && bytes.Compare(e.key, start) < 0 || end != nil && bytes.Compare(e.key, end) >= 0 {
 			continue
@@ -256,7 +316,7 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 		limit = staged.key // an engine key must be smaller to win
 	}
 	err = s.engine.Range(start, limit, func(k, v []byte) error {
-		if _, hidden := s.index[string(k)]; hidden {
+		if i, ok := s.index[string(k)]; ok && s.entries[i].dirty {
 			return nil // deleted, or overwritten (then at or after staged)
 		}
 		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
@@ -276,11 +336,11 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 
 var errStop = errors.New("store: stop")
 
-// sortedIn returns the indices of staged entries with keys in [start, end),
+// sortedIn returns the indices of dirty entries with keys in [start, end),
 // in key order.
 func (s *Staged) sortedIn(start, end []byte) []int {
 	var idx []int
-	for i := range s.entries {
+	for _, i := range s.dirty {
 		k := s.entries[i].key
 		if start != nil && bytes.Compare(k, start) < 0 {
 			continue
@@ -334,11 +394,11 @@ func (s *Staged) Commit(checkpoint int64) error {
 	if s.changelog != nil && len(s.pending) > 0 {
 		return fmt.Errorf("%w: %d keys in store %s", ErrUnflushed, len(s.pending), s.name)
 	}
-	if len(s.entries) == 0 && checkpoint == NoCheckpoint {
+	if len(s.dirty) == 0 && checkpoint == NoCheckpoint {
 		return nil
 	}
 	ws := s.writes[:0]
-	for i := range s.entries {
+	for _, i := range s.dirty {
 		e := &s.entries[i]
 		ws = append(ws, Write{Key: e.key, Value: e.value})
 	}
@@ -348,13 +408,32 @@ func (s *Staged) Commit(checkpoint int64) error {
 	if err != nil {
 		return fmt.Errorf("store: commit %s: %w", s.name, err)
 	}
-	s.reset()
+	if s.cached > s.cacheLimit {
+		s.reset()
+		return nil
+	}
+	// The committed writes stay as the engine's values.
+	for _, i := range s.dirty {
+		s.entries[i].dirty = false
+	}
+	s.dirty = s.dirty[:0]
+	s.Release()
 	return nil
 }
 
 // Abort discards the stage, flushed or not; the transaction that carried
-// any flushed records aborted with them.
+// any flushed records aborted with them. The cached values go too: the
+// aborted writes replaced the ones they overwrote.
 func (s *Staged) Abort() { s.reset() }
+
+// DropCache forgets the cached committed values, for whoever writes the
+// engine other than through this Staged. It must not be called with writes
+// staged.
+func (s *Staged) DropCache() {
+	if len(s.dirty) == 0 {
+		s.reset()
+	}
+}
 
 // Mark starts a unit of writes that Rollback can undo as a whole, without
 // discarding what was staged before: how a task processes one record
@@ -364,7 +443,7 @@ func (s *Staged) Abort() { s.reset() }
 // changelog records emitted inside the unit are the caller's to drop.
 func (s *Staged) Mark() {
 	s.marked = true
-	s.markEntries, s.markPending = len(s.entries), len(s.pending)
+	s.markEntries, s.markPending, s.markDirty = len(s.entries), len(s.pending), len(s.dirty)
 	s.undo = s.undo[:0]
 }
 
@@ -382,14 +461,19 @@ func (s *Staged) Rollback() {
 	}
 	for j := len(s.undo) - 1; j >= 0; j-- {
 		u := s.undo[j]
-		s.entries[u.i].value, s.entries[u.i].pending = u.value, u.pending
+		e := &s.entries[u.i]
+		s.cached += len(u.value) - len(e.value)
+		e.value, e.pending, e.dirty = u.value, u.pending, u.dirty
 	}
 	for i := s.markEntries; i < len(s.entries); i++ {
-		delete(s.index, string(s.entries[i].key))
+		e := &s.entries[i]
+		s.cached -= len(e.key) + len(e.value) + entryOverhead
+		delete(s.index, string(e.key))
 	}
 	clear(s.entries[s.markEntries:])
 	s.entries = s.entries[:s.markEntries]
 	s.pending = s.pending[:s.markPending]
+	s.dirty = s.dirty[:s.markDirty]
 	s.Release()
 }
 
@@ -398,11 +482,13 @@ func (s *Staged) reset() {
 	clear(s.entries) // drop references for the collector; the capacity is reused
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
+	s.dirty = s.dirty[:0]
+	s.cached = 0
 	s.Release()
 }
 
 // Dirty returns the number of staged keys.
-func (s *Staged) Dirty() int { return len(s.entries) }
+func (s *Staged) Dirty() int { return len(s.dirty) }
 
 // Stats returns the cumulative counters.
 func (s *Staged) Stats() Stats { return s.stats }

@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -170,4 +171,31 @@ func wordCount() *topology.Topology {
 		topology.Materialized("counts", serde.String, serde.Int64))
 	topology.To(topology.ToStream(counts), "counts", serde.String, serde.Int64Text)
 	return t
+}
+
+// BenchmarkFusedCountManyKeys is the count scenario of `sluice bench` as one
+// of its 8 tasks sees it: keys drawn from 12,500, a commit every 6,250
+// records, so most keys are read from the engine, not the stage.
+func BenchmarkFusedCountManyKeys(b *testing.B) {
+	d := &discard{}
+	tk := wordcountTask(b, 1, d)
+	recs := make([]*kgo.Record, 6_250)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range recs {
+		w := []byte(fmt.Sprintf("%08d", r.IntN(12_500)))
+		recs[i] = &kgo.Record{Topic: "bench-counts-repartition", Key: w, Value: w, Timestamp: time.UnixMilli(int64(i))}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := tk.Process(recs[i%len(recs)]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%len(recs) == 0 {
+			tk.Flush()
+			if err := tk.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }
