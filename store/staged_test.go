@@ -517,3 +517,63 @@ func TestStagedRollbackUndoesOneUnit(t *testing.T) {
 		}
 	}
 }
+
+// countingEngine counts the reads that reach the engine.
+type countingEngine struct {
+	Engine
+	gets int
+}
+
+func (c *countingEngine) Get(key []byte) ([]byte, bool, error) {
+	c.gets++
+	return c.Engine.Get(key)
+}
+
+// TestStagedReadCache checks that committed values are read from the stage,
+// that an abort and a full cache send reads back to the engine, and that a
+// read cache of 0 keeps nothing.
+func TestStagedReadCache(t *testing.T) {
+	reads := func(s *Staged, e *countingEngine, keys ...string) int {
+		before := e.gets
+		for _, k := range keys {
+			if _, _, err := s.Get([]byte(k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return e.gets - before
+	}
+	e := &countingEngine{Engine: NewMemory()}
+	s := NewStaged("test", e, WithReadCache(10*entryOverhead))
+	mustPut(t, s, "a", "1")
+	s.Flush()
+	mustCommit(t, s, 0)
+	if n := reads(s, e, "a"); n != 0 {
+		t.Errorf("a committed write: %d engine reads, want 0", n)
+	}
+	if n := reads(s, e, "b", "b"); n != 1 {
+		t.Errorf("a missing key read twice: %d engine reads, want 1 (the miss is cached)", n)
+	}
+	mustPut(t, s, "a", "2")
+	s.Abort()
+	if v, _, _ := s.Get([]byte("a")); string(v) != "1" {
+		t.Errorf("after an abort a = %q, want the committed 1", v)
+	}
+	// Over the bound at a commit, the cache goes.
+	for i := range 20 {
+		mustPut(t, s, fmt.Sprint("k", i), "v")
+	}
+	s.Flush()
+	mustCommit(t, s, 1)
+	if n := reads(s, e, "a", "k1"); n != 2 {
+		t.Errorf("after a commit over the bound: %d engine reads, want 2", n)
+	}
+
+	e = &countingEngine{Engine: NewMemory()}
+	s = NewStaged("test", e, WithReadCache(0))
+	mustPut(t, s, "a", "1")
+	s.Flush()
+	mustCommit(t, s, 0)
+	if n := reads(s, e, "a", "a"); n != 2 {
+		t.Errorf("without a read cache: %d engine reads, want 2", n)
+	}
+}
