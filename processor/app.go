@@ -51,8 +51,9 @@ type App struct {
 	txnID              string
 	dir                string
 
-	stats  Stats
-	status status
+	stats   Stats
+	status  status
+	queries queries // what interactive queries read (query.go)
 }
 
 // Stats are cumulative counters of an instance, for progress reports and
@@ -142,6 +143,7 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	a.queries.setWidths(a.partitions)
 	g, err := a.startGlobals(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -203,9 +205,13 @@ func (f fatalError) Unwrap() error { return f.err }
 // prepareTopics resolves partition counts and creates the internal topics
 // with the partition counts and configs they need.
 func (a *App) prepareTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.brokers...))
+	// The first requests of the instance: a refused login or TLS
+	// handshake shows here, and stops it with ErrAuthentication.
+	ctx, watch, stop := withAuthWatch(ctx)
+	defer stop()
+	cl, err := kgo.NewClient(a.cfg.kgoOpts(watch)...)
 	if err != nil {
-		return err
+		return fatalError{fmt.Errorf("processor: admin client: %w", err)}
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -224,6 +230,9 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	}
 	details, err := adm.ListTopics(ctx, user...)
 	if err != nil {
+		if aerr := authFailure(ctx, err); aerr != nil {
+			return aerr
+		}
 		return fmt.Errorf("processor: list source topics: %w", err)
 	}
 	counts := map[string]int32{}
@@ -380,11 +389,10 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	sort.Strings(topics)
 	changelogs := a.changelogs
 	hashed := kgo.StickyKeyPartitioner(nil)
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(a.cfg.brokers...),
+	opts := a.cfg.kgoOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(&assignor{subOf: a.subOf}),
+		kgo.Balancers(&assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting}),
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.rebalanceTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
@@ -393,10 +401,10 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{true, m}) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
-		kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.ProducerLinger(0),
-		kgo.MaxBufferedRecords(1 << 20),
-	}
+		kgo.MaxBufferedRecords(1<<20),
+	)
 	if a.cfg.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(a.cfg.instanceID))
 	}
@@ -422,6 +430,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	}
 	defer func() {
 		a.status.setJoined(false)
+		a.queries.setRouting(nil)
 		in.closeTasks(in.allTasks())
 		in.sess.Close()
 		a.stats.Tasks.Store(0)
@@ -729,13 +738,22 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	}
 	start := time.Now()
 	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})
+	// Queries see the task from now on: 503 while it restores, or its
+	// engines as they are if the caller accepts stale reads.
+	in.a.queries.opened(t)
+	opened := false
+	defer func() {
+		if !opened {
+			in.a.queries.closed(id)
+		}
+	}()
 	var total int64
 	for _, name := range t.Stores() {
 		topic, src := task.ChangelogTopic(in.a.cfg.appID, name), (*sourceChangelog)(nil)
 		if spec := in.a.plan.Stores[name]; spec.Source != "" {
 			topic, src = spec.Source, &sourceChangelog{group: in.a.cfg.appID, accepts: spec.SourceAccepts}
 		}
-		n, err := restore(ctx, in.adm, in.a.cfg.brokers, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src)
+		n, err := restore(ctx, in.adm, in.a.cfg.kgoOpts, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src, in.a.log, name)
 		if err != nil {
 			t.Close()
 			in.a.status.remove(id)
@@ -754,6 +772,8 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		return fatalError{err}
 	}
 	in.tasks[id] = t
+	opened = true
+	in.a.queries.restored(id)
 	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRunning, Stores: t.Stores(), Restored: total, Since: time.Now()})
 	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -769,6 +789,7 @@ func (in *instance) allTasks() []*task.Task {
 
 func (in *instance) closeTasks(ts []*task.Task) {
 	for _, t := range ts {
+		in.a.queries.closed(t.ID()) // before Close: see queries
 		if err := t.Close(); err != nil {
 			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
 		}

@@ -16,18 +16,28 @@ import (
 // not over its fair share. Rebalancing is eager (every member gives up its
 // partitions, then gets its new set), which fits transactions: the
 // transaction open at a rebalance aborts.
+//
+// It also tells every member where each task is, for interactive queries
+// (Kafka Streams' application.server): each member puts its advertised
+// endpoint in its join metadata, and the leader puts the map task →
+// endpoint in every member's assignment (routing.go).
 type assignor struct {
-	subOf map[string]int // runtime source topic → sub-topology
+	subOf    map[string]int // runtime source topic → sub-topology
+	endpoint string         // this member's advertised endpoint, "" if none
+	// onRouting, if set, receives the task → endpoint map of each
+	// assignment this member gets (on the group's goroutine).
+	onRouting func(map[task.ID]string)
 }
 
 func (*assignor) ProtocolName() string { return "sluice" }
 func (*assignor) IsCooperative() bool  { return false }
 
-func (*assignor) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+func (a *assignor) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	meta := kmsg.NewConsumerMemberMetadata()
 	meta.Version = 3
 	meta.Topics = interests
 	meta.Generation = generation
+	meta.UserData = memberUserData(a.endpoint)
 	topics := make([]string, 0, len(current))
 	for t := range current {
 		topics = append(topics, t)
@@ -42,8 +52,20 @@ func (*assignor) JoinGroupMetadata(interests []string, current map[string][]int3
 	return meta.AppendTo(nil)
 }
 
-func (*assignor) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
-	return kgo.ParseConsumerSyncAssignment(b)
+func (a *assignor) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
+	parts, err := kgo.ParseConsumerSyncAssignment(b)
+	if err != nil {
+		return nil, err
+	}
+	if a.onRouting != nil {
+		var m kmsg.ConsumerMemberAssignment
+		if err := m.ReadFrom(b); err == nil {
+			// A leader without routing (none yet) leaves it empty:
+			// queries then answer "owner unknown" rather than fail.
+			a.onRouting(parseRouting(m.UserData))
+		}
+	}
+	return parts, nil
 }
 
 func (a *assignor) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
@@ -89,6 +111,7 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 
 	// Previous owners, from the owned partitions each member reported.
 	prev := map[task.ID]int{}
+	endpoints := make([]string, len(members))
 	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		idx := 0
 		for i := range members {
@@ -96,6 +119,7 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 				idx = i
 			}
 		}
+		endpoints[idx] = parseMemberUserData(meta.UserData)
 		for _, op := range meta.OwnedPartitions {
 			s, ok := a.subOf[op.Topic]
 			if !ok {
@@ -131,13 +155,15 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 	}
 
 	plan := b.NewPlan()
+	routing := make(map[task.ID]string, len(tasks))
 	for _, t := range tasks {
 		m := &members[owner[t]]
+		routing[t] = endpoints[owner[t]]
 		for _, topic := range bySub[t.Sub] {
 			if t.Partition < topics[topic] {
 				plan.AddPartition(m, topic, t.Partition)
 			}
 		}
 	}
-	return plan
+	return &routedPlan{BalancePlan: plan, userData: routingUserData(routing)}
 }

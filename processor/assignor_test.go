@@ -41,7 +41,7 @@ func balance(t *testing.T, a *assignor, topics map[string]int32, owned map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := into.(*kgo.BalancePlan).AsMemberIDMap()
+	plan := into.(*routedPlan).AsMemberIDMap()
 	out := map[string]map[task.ID]bool{}
 	ownerOf := map[string]string{} // "topic/p" → member
 	for member, tps := range plan {

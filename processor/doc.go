@@ -18,4 +18,14 @@
 // loop owns the client, the polling and the transaction around them. Global
 // tables live outside the tasks: each instance reads them in full before it
 // processes anything, then follows them (global.go).
+//
+// Secure clusters: ClientOptions adds franz-go options to every client the
+// App makes, e.g.
+//
+//	processor.ClientOptions(
+//		kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+//		kgo.SASL(scram.Auth{User: u, Pass: p}.AsSha512Mechanism()))
+//
+// A login or TLS handshake the brokers refuse stops Run at start with
+// ErrAuthentication (auth.go).
 package processor

@@ -64,7 +64,7 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 	for t := range g.byTopic {
 		topics = append(topics, t)
 	}
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(a.cfg.brokers...))
+	admCl, err := kgo.NewClient(a.cfg.kgoOpts()...)
 	if err != nil {
 		g.close()
 		return nil, err
@@ -101,12 +101,11 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 		g.close()
 		return nil, lerr
 	}
-	g.cl, err = kgo.NewClient(
-		kgo.SeedBrokers(a.cfg.brokers...),
+	g.cl, err = kgo.NewClient(a.cfg.kgoOpts(
 		kgo.ConsumePartitions(offsets),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // a partition's last offset is often a commit marker
-	)
+	)...)
 	if err != nil {
 		g.close()
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/txn"
 )
@@ -33,6 +35,8 @@ type config struct {
 	deadLetter       string
 	maxRecordBytes   int
 	idleTimeout      time.Duration
+	clientOpts       []kgo.Opt
+	endpoint         string // application.server, see AdvertisedEndpoint
 }
 
 func defaultConfig() config {
@@ -65,6 +69,7 @@ func (c *config) validate() error {
 	if c.stateDir == "" {
 		errs = append(errs, errors.New("processor: state.dir is required"))
 	}
+	errs = append(errs, validateEndpoint(c.endpoint))
 	return errors.Join(errs...)
 }
 
@@ -141,3 +146,26 @@ func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
 // arrived, not only on the records, so a replay may decide differently
 // (invariant 5 holds only with it off).
 func IdleTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleTimeout = d }) }
+
+// ClientOptions adds franz-go options to every Kafka client the App creates
+// (the session's consumer and producer, the admin client, the restore and
+// global-table consumers): the connection's security (kgo.DialTLSConfig,
+// kgo.SASL), a dialer, a client id, timeouts. Repeated calls add up. They
+// come after the seed brokers and before the options each client sets for
+// itself, so that they cannot switch off what sluice's guarantees rest on
+// (the consumer group, the transactional id, read_committed); options that
+// consume, produce or join a group are not meant for this. Default: none.
+// The Java client's equivalents are security.protocol, ssl.* and sasl.*.
+func ClientOptions(opts ...kgo.Opt) Opt {
+	return opt(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
+}
+
+// kgoOpts returns the options of one client: the seed brokers, the user's
+// ClientOptions, then the client's own options, which win over the user's
+// (franz-go applies options in order).
+func (c *config) kgoOpts(own ...kgo.Opt) []kgo.Opt {
+	opts := make([]kgo.Opt, 0, 1+len(c.clientOpts)+len(own))
+	opts = append(opts, kgo.SeedBrokers(c.brokers...))
+	opts = append(opts, c.clientOpts...)
+	return append(opts, own...)
+}

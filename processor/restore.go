@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,7 +27,14 @@ const restoreBatch = 4096
 // With src set, the topic is a source topic that is the store's changelog:
 // it is replayed up to the offset the application's group committed (what
 // processing reached), keeping only the records src accepts.
-func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog) (restored int64, err error) {
+//
+// clientOpts completes the options of restore's consumer with the seed
+// brokers and the application's ClientOptions (config.kgoOpts).
+//
+// A checkpoint outside the log (Kafka Streams' corrupted task) is logged on
+// log as a warning naming storeName, and the store is wiped and restored in
+// full.
+func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) []kgo.Opt, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog, log *slog.Logger, storeName string) (restored int64, err error) {
 	deadline := time.Now().Add(maxWait)
 	var end, start int64
 	if src != nil {
@@ -74,11 +82,17 @@ func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic stri
 	if cp != store.NoCheckpoint {
 		from = cp + 1
 		// A checkpoint outside the log means the changelog was truncated
-		// or recreated (an application reset): the local copy cannot be
-		// trusted, so restore everything.
+		// or recreated (`sluice reset` without wiping the local state), or
+		// for a source-topic store that the group's offsets were moved
+		// back: the local copy is not what the changelog says, so it must
+		// not be served. Kafka Streams treats this as a corrupted task;
+		// so does sluice: wipe the store and restore everything.
 		if from < start || from > end {
+			log.Warn("local store is inconsistent with its changelog (was the application reset without wiping its state?): wiping it and restoring in full",
+				"store", storeName, "changelog", topic, "partition", p,
+				"local_checkpoint", cp, "log_start", start, "log_end", end)
 			if err := eng.Wipe(); err != nil {
-				return 0, err
+				return 0, fmt.Errorf("processor: restore %s/%d: wipe inconsistent store %s: %w", topic, p, storeName, err)
 			}
 			from = start
 		}
@@ -86,12 +100,11 @@ func restore(ctx context.Context, adm *kadm.Client, brokers []string, topic stri
 	if from >= end {
 		return 0, nil
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
+	cl, err := kgo.NewClient(clientOpts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // the last offset below the end is often a commit marker
-	)
+	)...)
 	if err != nil {
 		return 0, err
 	}

@@ -109,6 +109,7 @@ func slidingNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materializ
 	}
 	d, lateness := sw.TimeDifference(), ws.cfg.lateness
 	m.spec.Windowed = true
+	m.spec.Query = windowQuery(m) // its windows are laid out as window.go's
 	// As window.go's retention: the longest a record or window is kept,
 	// plus a day.
 	m.spec.Retention = time.Duration(d+lateness)*time.Millisecond + 24*time.Hour

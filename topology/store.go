@@ -39,7 +39,7 @@ func (m Materialization[K, V]) Name() string {
 // changelog topic <application.id>-<name>-changelog and its directory) and
 // serdes. Pebble-backed with the write cache on, unless options say otherwise.
 func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
-	spec := &exec.Store{Name: name, Cache: true}
+	spec := &exec.Store{Name: name, Cache: true, Query: kvQuery(ks, vs)}
 	for _, o := range opts {
 		o(spec)
 	}

@@ -101,6 +101,7 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 	rm := Materialized(j.Name+"-right", j.Key, j.Right)
 	for _, spec := range []*exec.Store{lm.spec, rm.spec} {
 		spec.Windowed, spec.Retention = true, retention
+		spec.Query = nil // records by time, not a key's value: not queryable
 	}
 	if !lm.register(t) || !rm.register(t) {
 		return Stream[K, V]{t: t, n: l.n}

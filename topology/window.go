@@ -248,6 +248,7 @@ func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materiali
 	}
 	m.spec.Windowed = true
 	m.spec.Retention = retention(ws.w, ws.cfg)
+	m.spec.Query = windowQuery(m)
 	s := ws.g.prepare(m.Name(), m.ks)
 	late := ws.late
 	n := t.add(&exec.Node{

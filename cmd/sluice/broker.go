@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -20,8 +22,11 @@ func init() { subcommands = append(subcommands, newBrokerCmd) }
 // process of its own, for running several sluice instances against it.
 func newBrokerCmd() *cobra.Command {
 	var (
-		cfg      broker.Config
-		logLevel slog.Level
+		cfg        broker.Config
+		logLevel   slog.Level
+		users      []string
+		tlsDir     string
+		clientAuth bool
 	)
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -30,8 +35,12 @@ func newBrokerCmd() *cobra.Command {
 
 It prints one "sluice broker listening on HOST:PORT" line per address on
 stdout, auto-creates topics, and keeps everything in memory unless --data-dir
-is given. It has no authentication: it listens on loopback unless --listen
-names another host.`,
+is given. It has no authentication unless --sasl-user or --tls-dir asks for
+it, and listens on loopback unless --listen names another host.
+
+--sasl-user and --tls-dir are for trying sluice's security.protocol, sasl.*
+and ssl.* settings locally: the users' passwords are on the command line and
+the certificate authority is a throwaway one written to the directory.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -41,6 +50,9 @@ names another host.`,
 			// is slow to flush its data directory.
 			context.AfterFunc(ctx, stop)
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			if err := secureBroker(&cfg, users, tlsDir, clientAuth, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			return runBroker(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
@@ -49,7 +61,42 @@ names another host.`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "persist to and reload from this `directory` (default: memory only)")
 	f.IntVar(&cfg.Partitions, "partitions", 1, "partition count of auto-created topics")
 	f.TextVar(&logLevel, "log-level", slog.LevelWarn, "broker log `level` on stderr: debug, info, warn or error")
+	f.StringArrayVar(&users, "sasl-user", nil, "require SASL and accept this `MECHANISM:USER:PASSWORD` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; repeatable)")
+	f.StringVar(&tlsDir, "tls-dir", "", "serve TLS only, with a throwaway CA and certificates written to this `directory` (ca.pem, client.pem, client-key.pem for clients)")
+	f.BoolVar(&clientAuth, "tls-client-auth", false, "with --tls-dir: require client certificates signed by its CA (mutual TLS)")
 	return cmd
+}
+
+// secureBroker adds the SASL users and the TLS config of the flags to cfg,
+// and tells on log where the client's certificate files are.
+func secureBroker(cfg *broker.Config, users []string, tlsDir string, clientAuth bool, log io.Writer) error {
+	for i, u := range users {
+		mech, rest, ok1 := strings.Cut(u, ":")
+		name, pass, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 {
+			// The value is not repeated: it holds a password.
+			return fmt.Errorf("broker: --sasl-user #%d: want MECHANISM:USER:PASSWORD", i+1)
+		}
+		cfg.Users = append(cfg.Users, broker.User{Mechanism: strings.ToUpper(mech), Name: name, Password: pass})
+	}
+	if tlsDir == "" {
+		if clientAuth {
+			return errors.New("broker: --tls-client-auth needs --tls-dir")
+		}
+		return nil
+	}
+	if err := os.MkdirAll(tlsDir, 0o700); err != nil {
+		return fmt.Errorf("broker: --tls-dir: %w", err)
+	}
+	certs, err := broker.WriteCerts(tlsDir)
+	if err != nil {
+		return err
+	}
+	if cfg.TLS, err = certs.ServerTLS(clientAuth); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(log, "sluice broker TLS: ssl.ca.location=%s ssl.certificate.location=%s ssl.key.location=%s\n", certs.CA, certs.ClientCert, certs.ClientKey)
+	return err
 }
 
 // runBroker runs a broker until ctx is done.

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +38,7 @@ const (
 	keyInstanceID      = "group.instance.id"
 	keyMaxRecordBytes  = "max.record.bytes"
 	keyIdleTimeout     = "idle.timeout"
+	keyAppServer       = "application.server"
 )
 
 // appKeys maps each key to its flag; the order is the order of --help.
@@ -50,6 +52,15 @@ var appKeys = []struct{ key, flag string }{
 	{keyInstanceID, "instance-id"},
 	{keyMaxRecordBytes, "max-record-bytes"},
 	{keyIdleTimeout, "idle-timeout"},
+	{keyAppServer, "advertised-endpoint"},
+	{keySecurityProtocol, "security-protocol"},
+	{keySASLMechanism, "sasl-mechanism"},
+	{keySASLUsername, "sasl-username"},
+	{keySASLPassword, ""}, // no flag: see addSecurityFlags
+	{keySASLPasswordFile, "sasl-password-file"},
+	{keySSLCA, "ssl-ca"},
+	{keySSLCert, "ssl-cert"},
+	{keySSLKey, "ssl-key"},
 }
 
 const (
@@ -80,6 +91,8 @@ func addAppFlags(cmd *cobra.Command) {
 	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
 	f.Int("max-record-bytes", defaultMaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
 	f.Duration("idle-timeout", 0, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
+	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
+	addSecurityFlags(f)
 }
 
 // appConfig is the effective configuration of one instance.
@@ -93,6 +106,8 @@ type appConfig struct {
 	InstanceID      string
 	MaxRecordBytes  int
 	IdleTimeout     time.Duration
+	AppServer       string // application.server, "" if unset
+	Security        security
 
 	// sources names where each key's value came from.
 	sources map[string]string
@@ -138,6 +153,10 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyInstanceID, "")
 	v.SetDefault(keyMaxRecordBytes, defaultMaxRecordBytes)
 	v.SetDefault(keyIdleTimeout, time.Duration(0))
+	v.SetDefault(keyAppServer, "")
+	// The other security keys have no default: viper keeps defaults as
+	// nested maps, where sasl.password and sasl.password.file collide.
+	v.SetDefault(keySecurityProtocol, protoPlaintext)
 	for _, k := range appKeys {
 		if err := v.BindEnv(k.key, envName(k.key)); err != nil {
 			return appConfig{}, fmt.Errorf("%s: %w", k.key, err)
@@ -159,6 +178,12 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		StandbyReplicas: r.nonNegInt(keyStandbyReplicas),
 		InstanceID:      r.str(keyInstanceID),
 		MaxRecordBytes:  r.nonNegInt(keyMaxRecordBytes),
+		AppServer:       r.str(keyAppServer),
+	}
+	if c.AppServer != "" {
+		if h, p, err := net.SplitHostPort(c.AppServer); err != nil || h == "" || p == "" {
+			r.fail(keyAppServer, strconv.Quote(c.AppServer), errors.New("want host:port"))
+		}
 	}
 	if s := r.str(keyGuarantee); !r.failed(keyGuarantee) {
 		g, err := txn.ParseGuarantee(s)
@@ -171,6 +196,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	r.require(keyBrokers, len(c.Brokers) > 0)
 	r.require(keyStateDir, c.StateDir != "")
 	r.require(keyMaxRecordBytes, c.MaxRecordBytes > 0)
+	c.Security = r.loadSecurity()
 	c.sources = map[string]string{}
 	for _, k := range appKeys {
 		c.sources[k.key] = r.source(k.key)
@@ -214,6 +240,8 @@ func (c appConfig) opts() []processor.Opt {
 		processor.InstanceID(c.InstanceID),
 		processor.MaxRecordBytes(c.MaxRecordBytes),
 		processor.IdleTimeout(c.IdleTimeout),
+		processor.AdvertisedEndpoint(c.AppServer),
+		processor.ClientOptions(c.Security.opts...),
 	}
 }
 
@@ -221,7 +249,7 @@ func (c appConfig) opts() []processor.Opt {
 // commands create for this configuration starts from: the seed brokers and
 // the connection's security.
 func (c appConfig) clientOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	return append([]kgo.Opt{kgo.SeedBrokers(c.Brokers...)}, c.Security.opts...)
 }
 
 // resolver reads typed values from v, collecting every invalid one so that a
@@ -257,7 +285,8 @@ func (r *resolver) source(key string) string {
 
 func (r *resolver) fail(key string, val any, err error) {
 	r.bad = append(r.bad, key)
-	r.errs = append(r.errs, fmt.Errorf("invalid %s %v (from %s): %w", key, val, r.source(key), err))
+	// Masked: a password in the wrong shape must not reach the log.
+	r.errs = append(r.errs, fmt.Errorf("invalid %s %s (from %s): %w", key, masked(key, fmt.Sprint(val)), r.source(key), err))
 }
 
 func (r *resolver) failed(key string) bool { return slices.Contains(r.bad, key) }

@@ -24,15 +24,23 @@ func newConfigCmd() *cobra.Command {
 				return err
 			}
 			values := map[string]string{
-				keyAppID:           c.AppID,
-				keyBrokers:         strings.Join(c.Brokers, ","),
-				keyGuarantee:       c.Guarantee.String(),
-				keyCommitInterval:  c.CommitInterval.String(),
-				keyStateDir:        c.StateDir,
-				keyStandbyReplicas: strconv.Itoa(c.StandbyReplicas),
-				keyInstanceID:      c.InstanceID,
-				keyMaxRecordBytes:  strconv.Itoa(c.MaxRecordBytes),
-				keyIdleTimeout:     c.IdleTimeout.String(),
+				keyAppID:            c.AppID,
+				keyBrokers:          strings.Join(c.Brokers, ","),
+				keyGuarantee:        c.Guarantee.String(),
+				keyCommitInterval:   c.CommitInterval.String(),
+				keyStateDir:         c.StateDir,
+				keyStandbyReplicas:  strconv.Itoa(c.StandbyReplicas),
+				keyInstanceID:       c.InstanceID,
+				keyMaxRecordBytes:   strconv.Itoa(c.MaxRecordBytes),
+				keyIdleTimeout:      c.IdleTimeout.String(),
+				keySecurityProtocol: c.Security.Protocol,
+				keySASLMechanism:    c.Security.Mechanism,
+				keySASLUsername:     c.Security.Username,
+				keySASLPassword:     passwordValue(c.Security),
+				keySASLPasswordFile: c.Security.PasswordFile,
+				keySSLCA:            c.Security.CA,
+				keySSLCert:          c.Security.Cert,
+				keySSLKey:           c.Security.Key,
 			}
 			for _, k := range appKeys {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %q  # from %s\n", k.key, masked(k.key, values[k.key]), c.sources[k.key])
@@ -45,12 +53,26 @@ func newConfigCmd() *cobra.Command {
 }
 
 // masked hides the values of keys that hold secrets, so that a printed
-// configuration can be pasted into a ticket.
+// configuration can be pasted into a ticket. Keys naming a file
+// (sasl.password.file, ssl.key.location) hold a path, not the secret, and
+// the path is what a user debugging a start needs to see.
 func masked(key, value string) string {
+	if strings.HasSuffix(key, ".file") || strings.HasSuffix(key, ".location") {
+		return value
+	}
 	for _, s := range []string{"password", "secret", "token", "sasl.jaas", "key.pem"} {
 		if strings.Contains(key, s) && value != "" {
 			return "********"
 		}
 	}
 	return value
+}
+
+// passwordValue is what sasl.password itself holds (masked when printed):
+// nothing when the password came from sasl.password.file.
+func passwordValue(s security) string {
+	if s.PasswordFile != "" {
+		return ""
+	}
+	return s.Password.reveal()
 }

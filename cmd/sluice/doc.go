@@ -3,4 +3,11 @@
 // a built-in example, `sluice topology <example>` prints its topology, and
 // `sluice demo` is the one-command tour. Settings come from flags, SLUICE_*
 // environment variables and a YAML --config file, in that order of precedence.
+//
+// Secure clusters are reached with the Java client's keys security.protocol,
+// sasl.mechanism, sasl.username, sasl.password (environment or file only,
+// never a flag), sasl.password.file, ssl.ca.location,
+// ssl.certificate.location and ssl.key.location (security.go); invalid
+// combinations fail the start with the key named, and no message, log line
+// or `sluice config` output shows the password.
 package main

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,10 +19,21 @@ import (
 	"github.com/sluice-streams/sluice/processor"
 )
 
-// serveHTTP serves /metrics (the app's own registry) and /healthz until
-// the returned stop is called; stop waits for the server. An address without a
+// serveHTTP serves /metrics (the app's own registry), /healthz, /readyz,
+// /tasks, /topology and the interactive queries under /stores/ until the
+// returned stop is called; stop waits for the server. An address without a
 // host binds loopback, so nothing is exposed by accident.
 func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string, stop func(), err error) {
+	ln, err := listenHTTP(addr)
+	if err != nil {
+		return "", nil, err
+	}
+	return ln.Addr().String(), serveOn(ln, app, log), nil
+}
+
+// listenHTTP binds addr (a port alone: on loopback), before the app exists,
+// so that its bound address can be the app's advertised endpoint.
+func listenHTTP(addr string) (net.Listener, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		host, port = "", addr
@@ -31,8 +43,25 @@ func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string,
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
-		return "", nil, fmt.Errorf("sluice: --http: %w", err)
+		return nil, fmt.Errorf("sluice: --http: %w", err)
 	}
+	return ln, nil
+}
+
+// advertisable is the endpoint other instances can reach a listener at: its
+// address, with the host name in place of a wildcard host.
+func advertisable(ln net.Listener) string {
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// serveOn serves the endpoints on ln until the returned stop is called.
+func serveOn(ln net.Listener, app *processor.App, log *slog.Logger) (stop func()) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sluiceprom.NewCollector(app), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
@@ -51,6 +80,7 @@ func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string,
 	mux.HandleFunc("GET /topology", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, app.Topology().Description())
 	})
+	newQueryHandler(app, log).register(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -59,12 +89,12 @@ func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string,
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	return ln.Addr().String(), func() {
+	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-done
-	}, nil
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -69,26 +70,35 @@ tasks and leaves the group.`,
 			if e.Options != nil {
 				opts = append(opts, e.Options(params)...)
 			}
+			// Bound before the app exists, so that the HTTP address can
+			// be its advertised endpoint (application.server) when
+			// none is configured.
+			var ln net.Listener
+			if httpAddr != "" {
+				if ln, err = listenHTTP(httpAddr); err != nil {
+					return err
+				}
+				defer ln.Close() // if serving never starts
+				if cfg.AppServer == "" {
+					opts = append(opts, processor.AdvertisedEndpoint(advertisable(ln)))
+				}
+			}
 			app, err := processor.New(e.Build(params), opts...)
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if httpAddr != "" {
-				addr, stopHTTP, err := serveHTTP(httpAddr, app, log)
-				if err != nil {
-					return err
-				}
-				defer stopHTTP()
-				log.Info("http listening", "addr", addr)
+			if ln != nil {
+				defer serveOn(ln, app, log)()
+				log.Info("http listening", "addr", ln.Addr().String(), "application.server", app.Endpoint())
 			}
 			log.Info("starting", "example", e.Name, "application.id", cfg.AppID, "guarantee", cfg.Guarantee.String())
 			return app.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /tasks and /topology on this address (a port alone binds 127.0.0.1); off when empty")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this address (a port alone binds 127.0.0.1); off when empty")
 	addAppFlags(cmd)
 	addExampleFlags(cmd)
 	return cmd

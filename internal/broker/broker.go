@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +23,7 @@ const DefaultListen = "127.0.0.1:0"
 // a random loopback port.
 type Config struct {
 	// Listen is the host:port to listen on. Default DefaultListen. An empty
-	// host means loopback, not every interface: kfake has no
+	// host means loopback, not every interface: by default kfake has no
 	// authentication, so exposing it must be asked for by naming the host
 	// (e.g. "0.0.0.0:9092"). The host is also what the broker advertises
 	// in metadata, so clients must be able to reach it.
@@ -37,6 +38,31 @@ type Config struct {
 	// Logger receives kfake's log lines, at the matching slog level.
 	// Default: discard.
 	Logger *slog.Logger
+	// Users, when not empty, turns SASL on: a connection must
+	// authenticate as one of them before any other request. Users are
+	// superusers (kfake has no ACLs unless asked). Default: none, no
+	// authentication.
+	Users []User
+	// TLS, when set, makes the broker accept only TLS connections, with
+	// this server config (ClientAuth set to tls.RequireAndVerifyClientCert
+	// asks for mutual TLS). Certs.ServerTLS builds one from WriteCerts'
+	// throwaway authority. Default: plaintext.
+	TLS *tls.Config
+}
+
+// SASL mechanisms the broker serves.
+const (
+	Plain       = "PLAIN"
+	ScramSHA256 = "SCRAM-SHA-256"
+	ScramSHA512 = "SCRAM-SHA-512"
+)
+
+// User is a SASL user of the broker. A name may have one password per
+// mechanism.
+type User struct {
+	Mechanism string // Plain, ScramSHA256 or ScramSHA512
+	Name      string
+	Password  string
 }
 
 // Broker is a running single-node kfake cluster.
@@ -90,6 +116,25 @@ func Start(cfg Config) (*Broker, error) {
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
 	}
+	if len(cfg.Users) > 0 {
+		opts = append(opts, kfake.EnableSASL())
+	}
+	for _, u := range cfg.Users {
+		switch u.Mechanism {
+		case Plain, ScramSHA256, ScramSHA512:
+		default:
+			// The password stays out of the message: it may be
+			// read from a log.
+			return nil, fmt.Errorf("broker: user %q: unknown SASL mechanism %q (want %s, %s or %s)", u.Name, u.Mechanism, Plain, ScramSHA256, ScramSHA512)
+		}
+		if u.Name == "" || u.Password == "" {
+			return nil, fmt.Errorf("broker: %s user %q: name and password are required", u.Mechanism, u.Name)
+		}
+		opts = append(opts, kfake.Superuser(u.Mechanism, u.Name, u.Password))
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kfake.TLS(cfg.TLS))
+	}
 	if cfg.Logger != nil {
 		opts = append(opts, kfake.WithLogger(slogLogger{cfg.Logger}))
 	}
@@ -114,8 +159,10 @@ func (b *Broker) Close() { b.c.Close() }
 // default) and topic configs, e.g. {"cleanup.policy": kadm.StringPtr("compact")}.
 // A topic that already exists is not an error, so callers can ensure their
 // topics on every start; its partitions and configs are left as they are.
-func CreateTopic(ctx context.Context, addrs []string, topic string, partitions int32, configs map[string]*string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+// opts are added to the client's, e.g. kgo.SASL or kgo.DialTLSConfig for a
+// secured broker.
+func CreateTopic(ctx context.Context, addrs []string, topic string, partitions int32, configs map[string]*string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("broker: create topic %s: %w", topic, err)
 	}

@@ -16,4 +16,11 @@
 //
 // Faults are injected through the underlying cluster, e.g.
 // b.Cluster().ControlKey(int16(kmsg.EndTxn), ...).
+//
+// Secured brokers, for tests of SASL and TLS clients:
+//
+//	certs, err := broker.WriteCerts(t.TempDir()) // throwaway CA, server and client certs
+//	srv, err := certs.ServerTLS(true)            // require client certificates
+//	b, err := broker.Start(broker.Config{TLS: srv,
+//		Users: []broker.User{{Mechanism: broker.ScramSHA256, Name: "alice", Password: "pw"}}})
 package broker

@@ -208,6 +208,25 @@ type Store struct {
 	// took (those that decode).
 	Source        string
 	SourceAccepts func(key, value []byte) bool
+	// Query, if set, lets interactive queries read the store from outside
+	// its task, with its serdes erased; nil: its layout is private
+	// (timers, keyed state, join buffers) and it cannot be queried.
+	Query *StoreQuery
+}
+
+// StoreQuery is a store's erased read side for interactive queries. The
+// typed DSL fills it in where the store is declared, so the runtime can turn
+// a key's text into bytes and stored bytes into values without knowing the
+// types.
+type StoreQuery struct {
+	// KeyFromText encodes a key given as text: the text itself for string
+	// and []byte keys, the JSON of the key for any other key type.
+	KeyFromText func(text string) ([]byte, error)
+	// Key and Value decode stored bytes (Value: of a key-value store).
+	Key, Value func([]byte) (any, error)
+	// Windows, set for window and session stores, calls fn for each
+	// window of the encoded key held by s, oldest first.
+	Windows func(s *store.Staged, key []byte, fn func(start, end int64, value any) error) error
 }
 
 // TimeStateKey is the key, in the first windowed store of a sub-topology,

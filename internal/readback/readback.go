@@ -10,9 +10,11 @@ import (
 
 // ReadCommitted returns the committed records of topic, per partition in
 // offset order (partitions in turn), up to the end offsets listed when it
-// starts. It stops with an error when ctx ends first.
-func ReadCommitted(ctx context.Context, addrs []string, topic string) ([]*kgo.Record, error) {
-	adm, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+// starts. It stops with an error when ctx ends first. opts are added to its
+// clients' options, e.g. kgo.SASL or kgo.DialTLSConfig for a secured broker.
+func ReadCommitted(ctx context.Context, addrs []string, topic string, opts ...kgo.Opt) ([]*kgo.Record, error) {
+	base := append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)
+	adm, err := kgo.NewClient(base...)
 	if err != nil {
 		return nil, err
 	}
@@ -30,13 +32,13 @@ func ReadCommitted(ctx context.Context, addrs []string, topic string) ([]*kgo.Re
 			left[o.Partition] = o.Offset
 		}
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
+	cl, err := kgo.NewClient(append(base[:len(base):len(base)],
 		kgo.ConsumePartitions(startOf(topic, left)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Markers end most transactional partitions: keeping them tells
 		// us that a partition has been read to its end.
 		kgo.KeepControlRecords(),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}
