@@ -363,8 +363,9 @@ type instance struct {
 	evMu   sync.Mutex
 	events []event
 
-	prodMu  sync.Mutex
-	prodErr error
+	prodMu     sync.Mutex
+	prodErr    error
+	onProduced func(*kgo.Record, error) // in.produced, made once
 
 	inTxn       bool
 	txnStart    time.Time
@@ -373,6 +374,7 @@ type instance struct {
 
 func (a *App) runSession(ctx context.Context) (err error) {
 	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, closing: map[task.ID]bool{}}
+	in.onProduced = in.produced
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
 		topics = append(topics, t)
@@ -446,18 +448,26 @@ func (in *instance) takeEvents() []event {
 // send produces inside the current transaction, remembering the first
 // failure so that the transaction aborts instead of committing a gap.
 func (in *instance) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	if promise == nil {
+		// Most records: no closure to allocate.
+		in.sess.Produce(context.Background(), r, in.onProduced)
+		return
+	}
 	in.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil {
-			in.prodMu.Lock()
-			if in.prodErr == nil {
-				in.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
-			}
-			in.prodMu.Unlock()
-		}
-		if promise != nil {
-			promise(r, err)
-		}
+		in.produced(r, err)
+		promise(r, err)
 	})
+}
+
+// produced is the promise of every record the instance produces.
+func (in *instance) produced(r *kgo.Record, err error) {
+	if err != nil {
+		in.prodMu.Lock()
+		if in.prodErr == nil {
+			in.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
+		}
+		in.prodMu.Unlock()
+	}
 }
 
 func (in *instance) loop(ctx context.Context) error {
