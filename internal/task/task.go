@@ -74,6 +74,7 @@ type Task struct {
 	cur                             recordMeta
 	punctuators                     []*punctuator
 	processed                       int64
+	out                             int64 // records its sinks produced
 	late                            int64
 
 	// What the task produces is carved from chunks rather than allocated
@@ -736,6 +737,7 @@ func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers 
 	if limit := n.t.cfg.MaxRecordBytes; size > limit {
 		return fmt.Errorf("%w: %d bytes for %s, the limit is %d", ErrRecordTooLarge, size, topic, limit)
 	}
+	n.t.out++
 	rec := n.t.record()
 	rec.Topic, rec.Key, rec.Value, rec.Timestamp = topic, key, value, time.UnixMilli(ts)
 	if len(headers) > 0 {
@@ -776,6 +778,10 @@ func (t *Task) Store(name string) *store.Staged { return t.stores[name] }
 
 // Processed counts the input records the task has processed.
 func (t *Task) Processed() int64 { return t.processed }
+
+// Out counts the records the task's sinks produced (outputs and repartition
+// records), whatever became of their transactions.
+func (t *Task) Out() int64 { return t.out }
 
 // Late counts the records that arrived after their windows closed.
 func (t *Task) Late() int64 { return t.late }
