@@ -68,8 +68,24 @@ type Stats struct {
 	// aborted transaction may count twice.
 	Late  atomic.Int64
 	Tasks atomic.Int64 // tasks currently owned
+	// Produced counts the records the instance produced: outputs,
+	// repartition, changelog and dead-letter records, committed or not.
+	Produced atomic.Int64
+	// Rebalances counts the partition assignments the instance received.
+	Rebalances atomic.Int64
+
+	// ProcessLatency is the time one input record takes through its
+	// task, the average over each fetched batch of a task, observed once
+	// per record. CommitLatency is the time from flushing the tasks to the
+	// end of the transaction and the stores' commit. EndToEndLatency is,
+	// per input record, the wall clock when its outputs were produced
+	// minus the record's timestamp (a read_committed reader sees them up
+	// to a commit later).
+	ProcessLatency, CommitLatency, EndToEndLatency *Histogram
 
 	mu sync.Mutex
+	// aborts counts aborted transactions by cause.
+	aborts map[string]int64
 	// failed counts records that failed, by class and action taken. A
 	// record counts each time it is processed, so one in an aborted
 	// transaction may count twice.
@@ -112,7 +128,9 @@ func New(t *topology.Topology, opts ...Opt) (*App, error) {
 	if err := errors.Join(err, cfg.validate()); err != nil {
 		return nil, err
 	}
-	return &App{cfg: cfg, built: built, plan: built.Plan(), log: cfg.logger}, nil
+	a := &App{cfg: cfg, built: built, plan: built.Plan(), log: cfg.logger}
+	a.stats.ProcessLatency, a.stats.CommitLatency, a.stats.EndToEndLatency = newHistogram(), newHistogram(), newHistogram()
+	return a, nil
 }
 
 // Topology is the built topology the app runs.
@@ -372,8 +390,9 @@ type instance struct {
 	evMu   sync.Mutex
 	events []event
 
-	prodMu  sync.Mutex
-	prodErr error
+	prodMu     sync.Mutex
+	prodErr    error
+	onProduced func(*kgo.Record, error) // in.produced, made once
 
 	inTxn       bool
 	txnStart    time.Time
@@ -382,6 +401,7 @@ type instance struct {
 
 func (a *App) runSession(ctx context.Context) (err error) {
 	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, closing: map[task.ID]bool{}}
+	in.onProduced = in.produced
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
 		topics = append(topics, t)
@@ -455,18 +475,27 @@ func (in *instance) takeEvents() []event {
 // send produces inside the current transaction, remembering the first
 // failure so that the transaction aborts instead of committing a gap.
 func (in *instance) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	if promise == nil {
+		// Most records: no closure to allocate.
+		in.sess.Produce(context.Background(), r, in.onProduced)
+		return
+	}
 	in.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil {
-			in.prodMu.Lock()
-			if in.prodErr == nil {
-				in.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
-			}
-			in.prodMu.Unlock()
-		}
-		if promise != nil {
-			promise(r, err)
-		}
+		in.produced(r, err)
+		promise(r, err)
 	})
+}
+
+// produced is the promise of every record the instance produces.
+func (in *instance) produced(r *kgo.Record, err error) {
+	in.a.stats.Produced.Add(1)
+	if err != nil {
+		in.prodMu.Lock()
+		if in.prodErr == nil {
+			in.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
+		}
+		in.prodMu.Unlock()
+	}
 }
 
 func (in *instance) loop(ctx context.Context) error {
@@ -479,7 +508,7 @@ func (in *instance) loop(ctx context.Context) error {
 			in.inTxn, in.txnStart = true, time.Now()
 		}
 		if ctx.Err() != nil {
-			_, err := in.end(true)
+			_, err := in.end(true, AbortShutdown)
 			return err
 		}
 		pctx, cancel := context.WithDeadline(ctx, in.txnStart.Add(interval))
@@ -493,7 +522,7 @@ func (in *instance) loop(ctx context.Context) error {
 		// session commits the offsets of everything polled.
 		mustAbort, err := in.handleEvents(ctx)
 		if err != nil {
-			in.end(false)
+			in.end(false, AbortRebalance)
 			return err
 		}
 		if _, gen := in.sess.Client().GroupMetadata(); gen >= 0 {
@@ -512,7 +541,7 @@ func (in *instance) loop(ctx context.Context) error {
 			in.a.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 		})
 		if ferr != nil {
-			in.end(false)
+			in.end(false, AbortProcessing)
 			return ferr
 		}
 		var perr error
@@ -550,26 +579,46 @@ func (in *instance) loop(ctx context.Context) error {
 				break
 			}
 			t := in.tasks[id]
+			start := time.Now()
 			n, err := processMerged(t, batches[id])
+			if n > 0 {
+				// One clock read per batch: the average per record,
+				// and each record's age when its outputs went out.
+				now := time.Now()
+				in.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
+				for _, p := range batches[id] {
+					for _, r := range p {
+						in.a.stats.EndToEndLatency.observe(max(now.Sub(r.Timestamp), 0), 1)
+					}
+				}
+			}
 			in.uncommitted += int64(n)
 			perr = err
 		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) > 0 {
+				last := fp.Records[len(fp.Records)-1].Offset
+				if sub, ok := in.a.subOf[fp.Topic]; ok {
+					in.a.status.setLag(task.ID{Sub: sub, Partition: fp.Partition}, fp.Topic, fp.LastStableOffset-last-1)
+				}
+			}
+		})
 		if perr != nil {
 			// A record that cannot be processed stops the instance
 			// without committing it (invariant 6): it is reprocessed
 			// after the fix.
-			in.end(false)
+			in.end(false, AbortProcessing)
 			return fatalError{perr}
 		}
 		now := time.Now().UnixMilli()
 		for _, t := range in.tasks {
 			if err := t.Tick(now); err != nil {
-				in.end(false)
+				in.end(false, AbortProcessing)
 				return fatalError{err}
 			}
 		}
 		if mustAbort || len(in.closing) > 0 || time.Since(in.txnStart) >= interval {
-			if _, err := in.end(!mustAbort); err != nil {
+			if _, err := in.end(!mustAbort, AbortRebalance); err != nil {
 				return err
 			}
 			in.closeRevoked()
@@ -611,17 +660,19 @@ func processMerged(t *task.Task, parts [][]*kgo.Record) (int, error) {
 
 // end flushes the tasks and ends the transaction; then it applies (commit)
 // or discards (abort) every task's stage. This is the commit sequence of
-// DESIGN.md.
-func (in *instance) end(commit bool) (bool, error) {
+// DESIGN.md. cause is why it aborts when commit is false; a failure on the
+// way names its own cause.
+func (in *instance) end(commit bool, cause string) (bool, error) {
 	if !in.inTxn {
 		return false, nil
 	}
 	in.inTxn = false
+	start := time.Now()
 	var flushErr error
 	for _, t := range in.tasks {
 		if err := t.Flush(); err != nil {
 			flushErr = errors.Join(flushErr, err)
-			commit = false
+			commit, cause = false, AbortFlush
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), in.a.cfg.txnTimeout+10*time.Second)
@@ -629,8 +680,8 @@ func (in *instance) end(commit bool) (bool, error) {
 	in.prodMu.Lock()
 	failed := in.prodErr
 	in.prodMu.Unlock()
-	if failed != nil {
-		commit = false
+	if failed != nil && commit {
+		commit, cause = false, AbortProduce
 	}
 	committed, err := in.sess.End(ctx, commit)
 	in.prodMu.Lock()
@@ -651,11 +702,19 @@ func (in *instance) end(commit bool) (bool, error) {
 		in.a.stats.Commits.Add(1)
 		in.a.status.processed(in.tasks)
 		in.a.stats.Processed.Add(in.uncommitted)
+		took := time.Since(start)
+		in.a.stats.CommitLatency.observe(took, 1)
+		in.a.log.Debug("committed", "records", in.uncommitted, "tasks", len(in.tasks),
+			"transaction", time.Since(in.txnStart).Round(time.Millisecond), "commit", took.Round(time.Microsecond))
 	} else {
 		for _, t := range in.tasks {
 			t.Abort()
 		}
-		in.a.stats.Aborts.Add(1)
+		if commit {
+			cause = AbortCommit // asked to commit, but the transaction aborted
+		}
+		in.a.stats.addAbort(cause)
+		in.a.log.Debug("aborted", "cause", cause, "records", in.uncommitted, "err", err)
 	}
 	in.uncommitted = 0
 	if err != nil {
@@ -680,6 +739,9 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 		return false, nil
 	}
 	for _, e := range evs {
+		if e.assigned {
+			in.a.stats.Rebalances.Add(1)
+		}
 		for topic, ps := range e.parts {
 			sub, ok := in.a.subOf[topic]
 			if !ok {

@@ -1,11 +1,13 @@
 package processor
 
 import (
+	"maps"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/store"
 )
 
 // TaskState is where a task is in its lifecycle.
@@ -23,7 +25,29 @@ type TaskStatus struct {
 	Stores    []string  `json:"stores,omitempty"`
 	Restored  int64     `json:"restored"`  // changelog records restored when it opened
 	Processed int64     `json:"processed"` // input records processed (committed or not)
-	Since     time.Time `json:"since"`     // when it entered its state
+	// Out counts the records its sinks produced (outputs and repartition
+	// records, committed or not).
+	Out   int64     `json:"out"`
+	Since time.Time `json:"since"` // when it entered its state
+	// Lag is, per input topic, the records of the task's partition past
+	// the last one it fetched, as of that fetch (control records
+	// included, so a caught-up transactional input may show 1).
+	Lag map[string]int64 `json:"lag,omitempty"`
+	// StoreStats are the stores' read counters as of the last commit.
+	StoreStats []StoreStatus `json:"store_stats,omitempty"`
+
+	engines []store.Engine // for sizes, read when asked
+}
+
+// StoreStatus describes one store of a task.
+type StoreStatus struct {
+	Name string `json:"name"`
+	// Gets counts reads; CacheHits those answered by the stage's write
+	// or read cache without reading the engine.
+	Gets      int64 `json:"gets"`
+	CacheHits int64 `json:"cache_hits"`
+	// Bytes is the engine's approximate size on disk.
+	Bytes int64 `json:"bytes"`
 }
 
 // Status is a snapshot of the instance, for health checks and operators.
@@ -62,13 +86,34 @@ func (s *status) setJoined(j bool) {
 	s.mu.Unlock()
 }
 
-// processed refreshes the processed counts from the tasks (loop only).
+// processed refreshes the tasks' counters (loop only).
 func (s *status) processed(ts map[task.ID]*task.Task) {
 	s.mu.Lock()
 	for id, t := range ts {
-		if st := s.tasks[id]; st != nil {
-			st.Processed = t.Processed()
+		st := s.tasks[id]
+		if st == nil {
+			continue
 		}
+		st.Processed, st.Out = t.Processed(), t.Out()
+		st.StoreStats = st.StoreStats[:0]
+		st.engines = st.engines[:0]
+		for _, name := range t.Stores() {
+			ss := t.Store(name).Stats()
+			st.StoreStats = append(st.StoreStats, StoreStatus{Name: name, Gets: ss.Gets, CacheHits: ss.StageHits})
+			st.engines = append(st.engines, t.Engine(name))
+		}
+	}
+	s.mu.Unlock()
+}
+
+// setLag records the lag of a task's input partition (loop only).
+func (s *status) setLag(id task.ID, topic string, lag int64) {
+	s.mu.Lock()
+	if st := s.tasks[id]; st != nil {
+		if st.Lag == nil {
+			st.Lag = map[string]int64{}
+		}
+		st.Lag[topic] = max(lag, 0)
 	}
 	s.mu.Unlock()
 }
@@ -82,6 +127,14 @@ func (a *App) Status() Status {
 	for _, t := range s.tasks {
 		c := *t
 		c.Stores = append([]string(nil), t.Stores...)
+		c.Lag = maps.Clone(t.Lag)
+		c.StoreStats = append([]StoreStatus(nil), t.StoreStats...)
+		for i, e := range t.engines {
+			// A closed engine answers 0: a task closing meanwhile is
+			// harmless.
+			c.StoreStats[i].Bytes = e.ApproximateSize()
+		}
+		c.engines = nil
 		out.Tasks = append(out.Tasks, c)
 		if t.State != TaskRunning {
 			out.Ready = false

@@ -21,6 +21,28 @@ type Serde[T any] interface {
 	Decode(b []byte) (T, error)
 }
 
+// Appender is implemented by serdes that can encode into a buffer the caller
+// owns. The runtime uses it to encode store keys into a reused buffer and
+// output records into shared chunks, instead of allocating per value.
+type Appender[T any] interface {
+	// AppendEncode appends the encoding of v to dst, as Encode would
+	// return it.
+	AppendEncode(dst []byte, v T) ([]byte, error)
+}
+
+// AppendEncode appends the encoding of v by s to dst: through s's Appender
+// when it has one, else by appending what Encode returns.
+func AppendEncode[T any](s Serde[T], dst []byte, v T) ([]byte, error) {
+	if a, ok := s.(Appender[T]); ok {
+		return a.AppendEncode(dst, v)
+	}
+	b, err := s.Encode(v)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
+}
+
 // Funcs makes a Serde from two functions.
 func Funcs[T any](enc func(T) ([]byte, error), dec func([]byte) (T, error)) Serde[T] {
 	return funcs[T]{enc, dec}
@@ -45,6 +67,13 @@ func (stringSerde) Encode(v string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: string is not valid UTF-8", ErrEncode)
 	}
 	return []byte(v), nil
+}
+
+func (stringSerde) AppendEncode(dst []byte, v string) ([]byte, error) {
+	if !utf8.ValidString(v) {
+		return dst, fmt.Errorf("%w: string is not valid UTF-8", ErrEncode)
+	}
+	return append(dst, v...), nil
 }
 
 func (stringSerde) Decode(b []byte) (string, error) {
@@ -72,6 +101,10 @@ func (int64Serde) Encode(v int64) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(v)), nil
 }
 
+func (int64Serde) AppendEncode(dst []byte, v int64) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(dst, uint64(v)), nil
+}
+
 func (int64Serde) Decode(b []byte) (int64, error) {
 	if len(b) != 8 {
 		return 0, fmt.Errorf("%w: int64 needs 8 bytes, got %d", ErrDecode, len(b))
@@ -87,6 +120,10 @@ type int64Text struct{}
 
 func (int64Text) Encode(v int64) ([]byte, error) {
 	return strconv.AppendInt(make([]byte, 0, 20), v, 10), nil
+}
+
+func (int64Text) AppendEncode(dst []byte, v int64) ([]byte, error) {
+	return strconv.AppendInt(dst, v, 10), nil
 }
 
 func (int64Text) Decode(b []byte) (int64, error) {

@@ -18,6 +18,12 @@ func roundTrip[T comparable](t *testing.T, s Serde[T], v T) {
 	if got != v {
 		t.Fatalf("round trip: got %v, want %v", got, v)
 	}
+	// AppendEncode appends exactly what Encode returns, after what dst
+	// held, through an Appender or not.
+	a, err := AppendEncode(s, []byte("prefix"), v)
+	if err != nil || string(a) != "prefix"+string(b) {
+		t.Fatalf("AppendEncode(%v) = %q, %v; want %q", v, a, err, "prefix"+string(b))
+	}
 }
 
 func TestRoundTrips(t *testing.T) {
@@ -56,6 +62,9 @@ func TestDecodeErrors(t *testing.T) {
 		if !errors.Is(c.err, ErrDecode) {
 			t.Errorf("%s: got %v, want an error wrapping ErrDecode", c.name, c.err)
 		}
+	}
+	if _, err := AppendEncode(String, nil, "\xff"); !errors.Is(err, ErrEncode) {
+		t.Errorf("AppendEncode of invalid UTF-8: got %v, want an error wrapping ErrEncode", err)
 	}
 	if _, err := String.Encode("\xff"); !errors.Is(err, ErrEncode) {
 		t.Errorf("string encode of invalid UTF-8: got %v, want ErrEncode", err)

@@ -73,6 +73,30 @@ type KV[K, V any] struct {
 	s  *store.Staged
 	ks serde.Serde[K]
 	vs serde.Serde[V]
+	// scratch holds the encoded key (and value) of a Get, Put or Delete:
+	// the stage copies what it keeps, so one buffer serves every call.
+	scratch []byte
+}
+
+// encode encodes k, and v unless it is nil, into the scratch buffer.
+func (kv *KV[K, V]) encode(k K, v *V) (kb, vb []byte, err error) {
+	if kv.scratch == nil {
+		// Non-nil even when empty: a nil value would read as a delete.
+		kv.scratch = make([]byte, 0, 64)
+	}
+	b, err := serde.AppendEncode(kv.ks, kv.scratch[:0], k)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+	}
+	n := len(b)
+	if v != nil {
+		if b, err = serde.AppendEncode(kv.vs, b, *v); err != nil {
+			return nil, nil, fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+		}
+		vb = b[n:]
+	}
+	kv.scratch = b
+	return b[:n:n], vb, nil
 }
 
 // Open returns the store in the task that ctx belongs to. Call it in Init.
@@ -92,9 +116,9 @@ func (m Materialization[K, V]) View(s *store.Staged) *KV[K, V] {
 
 // Get returns the value of k.
 func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) {
-	kb, err := kv.ks.Encode(k)
+	kb, _, err := kv.encode(k, nil)
 	if err != nil {
-		return v, false, fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+		return v, false, err
 	}
 	b, ok, err := kv.s.Get(kb)
 	if err != nil || !ok {
@@ -109,22 +133,18 @@ func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) {
 
 // Put sets k to v.
 func (kv *KV[K, V]) Put(k K, v V) error {
-	kb, err := kv.ks.Encode(k)
+	kb, vb, err := kv.encode(k, &v)
 	if err != nil {
-		return fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
-	}
-	vb, err := kv.vs.Encode(v)
-	if err != nil {
-		return fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+		return err
 	}
 	return kv.s.Put(kb, vb)
 }
 
 // Delete removes k.
 func (kv *KV[K, V]) Delete(k K) error {
-	kb, err := kv.ks.Encode(k)
+	kb, _, err := kv.encode(k, nil)
 	if err != nil {
-		return fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+		return err
 	}
 	return kv.s.Delete(kb)
 }

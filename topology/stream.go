@@ -169,20 +169,33 @@ func tombstoneDecoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v 
 	}
 }
 
-func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v any) ([]byte, []byte, error) {
-	return func(k, v any) ([]byte, []byte, error) {
-		kb, err := ks.Encode(k.(K))
+func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
+	encK, encV := arenaEncoder(ks), arenaEncoder(vs)
+	return func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
+		kb, err := encK(a, k.(K))
 		if err != nil {
 			return nil, nil, fmt.Errorf("key: %w", err)
 		}
 		if v == exec.Tombstone {
 			return kb, nil, nil // Kafka null
 		}
-		vb, err := vs.Encode(v.(V))
+		vb, err := encV(a, v.(V))
 		if err != nil {
 			return nil, nil, fmt.Errorf("value: %w", err)
 		}
 		return kb, vb, nil
+	}
+}
+
+// arenaEncoder encodes with s into the arena when s can append (no
+// allocation of its own per value), else with its Encode.
+func arenaEncoder[T any](s serde.Serde[T]) func(a *exec.Arena, v T) ([]byte, error) {
+	ap, ok := s.(serde.Appender[T])
+	if !ok {
+		return func(_ *exec.Arena, v T) ([]byte, error) { return s.Encode(v) }
+	}
+	return func(a *exec.Arena, v T) ([]byte, error) {
+		return a.Append(func(dst []byte) ([]byte, error) { return ap.AppendEncode(dst, v) })
 	}
 }
 

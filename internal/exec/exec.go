@@ -177,8 +177,9 @@ type Node struct {
 	// Stores names the stores the processor uses.
 	Stores []string
 
-	// Sink: Encode turns key and value into bytes.
-	Encode func(k, v any) (key, value []byte, err error)
+	// Sink: Encode turns key and value into bytes, carved from a where
+	// the serdes can append.
+	Encode func(a *Arena, k, v any) (key, value []byte, err error)
 
 	// OnError overrides the application's error handler for errors that
 	// arise in this node; nil keeps the application's.

@@ -74,7 +74,25 @@ type Task struct {
 	cur                             recordMeta
 	punctuators                     []*punctuator
 	processed                       int64
+	out                             int64 // records its sinks produced
 	late                            int64
+
+	// What the task produces is carved from chunks rather than allocated
+	// one by one: key and value bytes from arena, records from recs.
+	arena exec.Arena
+	recs  []kgo.Record
+}
+
+// record returns a zeroed record for the task to produce, from a chunk of
+// records shared with the ones produced just before it; the collector frees
+// the chunk once the client has let go of all of them.
+func (t *Task) record() *kgo.Record {
+	if len(t.recs) == 0 {
+		t.recs = make([]kgo.Record, 256)
+	}
+	r := &t.recs[0]
+	t.recs = t.recs[1:]
+	return r
 }
 
 type sent struct {
@@ -309,17 +327,21 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			continue
 		}
 		topic := ChangelogTopic(appID, name)
+		// One promise per store, not one closure per record.
+		promise := func(r *kgo.Record, err error) {
+			if err != nil {
+				return // the instance sees the error through its own promise accounting
+			}
+			t.clMu.Lock()
+			if o, ok := t.clOffsets[name]; !ok || r.Offset > o {
+				t.clOffsets[name] = r.Offset
+			}
+			t.clMu.Unlock()
+		}
 		st.SetChangelog(func(k, v []byte) {
-			t.emit(&kgo.Record{Topic: topic, Partition: id.Partition, Key: k, Value: v}, func(r *kgo.Record, err error) {
-				if err != nil {
-					return // the instance sees the error through its own promise accounting
-				}
-				t.clMu.Lock()
-				if o, ok := t.clOffsets[name]; !ok || r.Offset > o {
-					t.clOffsets[name] = r.Offset
-				}
-				t.clMu.Unlock()
-			})
+			r := t.record()
+			r.Topic, r.Partition, r.Key, r.Value = topic, id.Partition, k, v
+			t.emit(r, promise)
 		})
 	}
 	return t, nil
@@ -644,7 +666,7 @@ func (n *nodeInst) receive(r exec.Record) error {
 	switch n.node.Kind {
 	case exec.KindSink:
 		var k, v []byte
-		if k, v, err = n.node.Encode(r.Key, r.Value); err == nil {
+		if k, v, err = n.node.Encode(&n.t.arena, r.Key, r.Value); err == nil {
 			hs := r.Headers
 			if n.node.Internal && n.t.carryWM && n.t.recWM != window.NoWatermark {
 				hs = append(hs[:len(hs):len(hs)], exec.Header{Key: exec.HeaderRecordWatermark, Value: binary.BigEndian.AppendUint64(nil, uint64(n.t.recWM))})
@@ -715,7 +737,9 @@ func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers 
 	if limit := n.t.cfg.MaxRecordBytes; size > limit {
 		return fmt.Errorf("%w: %d bytes for %s, the limit is %d", ErrRecordTooLarge, size, topic, limit)
 	}
-	rec := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
+	n.t.out++
+	rec := n.t.record()
+	rec.Topic, rec.Key, rec.Value, rec.Timestamp = topic, key, value, time.UnixMilli(ts)
 	if len(headers) > 0 {
 		rec.Headers = make([]kgo.RecordHeader, len(headers))
 		for i, h := range headers {
@@ -754,6 +778,10 @@ func (t *Task) Store(name string) *store.Staged { return t.stores[name] }
 
 // Processed counts the input records the task has processed.
 func (t *Task) Processed() int64 { return t.processed }
+
+// Out counts the records the task's sinks produced (outputs and repartition
+// records), whatever became of their transactions.
+func (t *Task) Out() int64 { return t.out }
 
 // Late counts the records that arrived after their windows closed.
 func (t *Task) Late() int64 { return t.late }

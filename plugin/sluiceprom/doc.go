@@ -6,10 +6,32 @@
 //	reg.MustRegister(sluiceprom.NewCollector(app))
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
-// Metrics (all prefixed sluice_): records_processed_total (input records
-// whose transaction committed), commits_total, aborts_total,
-// restored_records_total (changelog records replayed into stores), tasks
-// (tasks owned now), records_failed_total{class,action} (records that failed
-// to decode, process or produce, by the action their error handler chose),
-// late_records_total (records that arrived after all their windows closed).
+// The metrics, all prefixed sluice_. Per instance:
+//
+//	records_processed_total                input records whose transaction (or offset commit) succeeded
+//	records_produced_total                 records produced: outputs, repartition, changelog, dead-letter
+//	records_failed_total{class,action}     records that failed to decode, process or produce, by the action taken
+//	late_records_total                     records that arrived after all their windows closed
+//	commits_total                          transactions (or offset commits) that succeeded
+//	aborts_total{cause}                    transactions aborted: rebalance, produce, flush, commit, processing, shutdown
+//	rebalances_total                       partition assignments received
+//	restored_records_total                 changelog records replayed into stores
+//	tasks                                  tasks owned now
+//	process_latency_seconds                histogram: one input record through its task (batch average)
+//	commit_latency_seconds                 histogram: flush, end the transaction, apply the stores
+//	end_to_end_latency_seconds             histogram: record timestamp to its outputs produced
+//
+// Per task (label task, e.g. "0_3"):
+//
+//	task_state{state}                      1 for the state the task is in: restoring, running
+//	task_records_processed_total           input records processed since it opened here
+//	task_records_produced_total            records its sinks produced since it opened here
+//	task_restored_records                  changelog records restored when it opened
+//	consumer_lag_records{topic}            records of its input partition past the last fetched
+//	store_bytes{store}                     approximate size on disk of each store
+//	store_gets_total{store}                reads of each store
+//	store_cache_hits_total{store}          reads answered by the store's cache, not Pebble
+//
+// The cache hit rate of a store is store_cache_hits_total over
+// store_gets_total.
 package sluiceprom

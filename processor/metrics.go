@@ -1,0 +1,102 @@
+package processor
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Histogram counts durations into fixed buckets. One goroutine observes
+// (the instance loop); any number may take snapshots (a metrics scrape)
+// while it does, each bucket being an atomic counter.
+type Histogram struct {
+	bounds []time.Duration  // upper bounds, ascending; a last +Inf bucket follows
+	counts []atomic.Uint64  // len(bounds)+1
+	sum    atomic.Int64     // nanoseconds
+	count  atomic.Uint64
+}
+
+// latencyBounds are the bucket bounds of every latency histogram: from
+// 100µs (one record through a fused sub-topology) to a minute (a stalled
+// commit, or event time far behind the wall clock).
+var latencyBounds = []time.Duration{
+	100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 25 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+	30 * time.Second, time.Minute,
+}
+
+func newHistogram() *Histogram {
+	return &Histogram{bounds: latencyBounds, counts: make([]atomic.Uint64, len(latencyBounds)+1)}
+}
+
+// observe adds n observations of d.
+func (h *Histogram) observe(d time.Duration, n uint64) {
+	i := 0
+	for i < len(h.bounds) && d > h.bounds[i] {
+		i++
+	}
+	h.counts[i].Add(n)
+	h.count.Add(n)
+	h.sum.Add(int64(d) * int64(n))
+}
+
+// HistogramSnapshot is a histogram at one moment, in seconds, in the shape
+// Prometheus wants: Buckets maps each upper bound to the cumulative count of
+// observations at or below it.
+type HistogramSnapshot struct {
+	Buckets map[float64]uint64
+	Count   uint64
+	Sum     float64
+}
+
+// Snapshot reads h. Observations made while it reads may be half counted
+// (in the buckets but not the count, say); the next scrape sees them whole.
+func (h *Histogram) Snapshot() HistogramSnapshot {
+	s := HistogramSnapshot{Buckets: make(map[float64]uint64, len(h.bounds))}
+	var cum uint64
+	for i, b := range h.bounds {
+		cum += h.counts[i].Load()
+		s.Buckets[b.Seconds()] = cum
+	}
+	s.Count = max(h.count.Load(), cum+h.counts[len(h.bounds)].Load())
+	s.Sum = float64(h.sum.Load()) / float64(time.Second)
+	if math.IsNaN(s.Sum) {
+		s.Sum = 0
+	}
+	return s
+}
+
+// Abort causes, the label of sluice_aborts_total.
+const (
+	AbortRebalance  = "rebalance"  // partitions were revoked or lost
+	AbortProduce    = "produce"    // a record of the transaction failed to produce
+	AbortFlush      = "flush"      // a task failed to flush its stores or watermarks
+	AbortCommit     = "commit"     // ending the transaction failed (fenced, timed out)
+	AbortProcessing = "processing" // the instance stops on a record or fetch error
+	AbortShutdown   = "shutdown"   // the instance stopped during the transaction
+)
+
+func (s *Stats) addAbort(cause string) {
+	s.Aborts.Add(1)
+	s.mu.Lock()
+	if s.aborts == nil {
+		s.aborts = map[string]int64{}
+	}
+	s.aborts[cause]++
+	s.mu.Unlock()
+}
+
+// AbortsByCause returns the aborted transactions by cause (the Abort*
+// constants).
+func (s *Stats) AbortsByCause() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.aborts))
+	for k, v := range s.aborts {
+		out[k] = v
+	}
+	return out
+}
