@@ -10,9 +10,9 @@ import (
 // (the instance loop); any number may take snapshots (a metrics scrape)
 // while it does, each bucket being an atomic counter.
 type Histogram struct {
-	bounds []time.Duration  // upper bounds, ascending; a last +Inf bucket follows
-	counts []atomic.Uint64  // len(bounds)+1
-	sum    atomic.Int64     // nanoseconds
+	bounds []time.Duration // upper bounds, ascending; a last +Inf bucket follows
+	counts []atomic.Uint64 // len(bounds)+1
+	sum    atomic.Int64    // nanoseconds
 	count  atomic.Uint64
 }
 
