@@ -434,6 +434,9 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	} else {
 		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	}
+	if len(a.cfg.hooks) > 0 {
+		opts = append(opts, kgo.WithHooks(a.cfg.hooks...))
+	}
 	in.sess, err = txn.NewSession(a.cfg.guarantee, a.txnID, opts...)
 	if err != nil {
 		return fatalError{err}
@@ -815,7 +818,10 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		if spec := in.a.plan.Stores[name]; spec.Source != "" {
 			topic, src = spec.Source, &sourceChangelog{group: in.a.cfg.appID, accepts: spec.SourceAccepts}
 		}
-		n, err := restore(ctx, in.adm, in.a.cfg.kgoOpts, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src, in.a.log, name)
+		prog := &restoreProgress{task: id.String(), store: name, log: in.a.log, report: func(restored, remaining int64) {
+			in.a.status.restoring(id, total+restored, remaining)
+		}}
+		n, err := restore(ctx, in.adm, in.a.cfg.kgoOpts, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src, prog)
 		if err != nil {
 			t.Close()
 			in.a.status.remove(id)

@@ -31,10 +31,11 @@ const restoreBatch = 4096
 // clientOpts completes the options of restore's consumer with the seed
 // brokers and the application's ClientOptions (config.kgoOpts).
 //
-// A checkpoint outside the log (Kafka Streams' corrupted task) is logged on
-// log as a warning naming storeName, and the store is wiped and restored in
-// full.
-func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) []kgo.Opt, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog, log *slog.Logger, storeName string) (restored int64, err error) {
+// A checkpoint outside the log (Kafka Streams' corrupted task) is logged as
+// a warning naming the store, and the store is wiped and restored in full.
+// prog hears how far it got after every batch.
+func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) []kgo.Opt, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog, prog *restoreProgress) (restored int64, err error) {
+	log, storeName := prog.log, prog.store
 	deadline := time.Now().Add(maxWait)
 	var end, start int64
 	if src != nil {
@@ -111,6 +112,7 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 	defer cl.Close()
 	batch := make([]store.Write, 0, restoreBatch)
 	last := from - 1
+	prog.update(0, end-from)
 	for last < end-1 {
 		pctx, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
 		fs := cl.PollFetches(pctx)
@@ -137,13 +139,49 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 					return restored, err
 				}
 				batch = batch[:0]
+				prog.update(restored, end-last-1)
 			}
 		}
 	}
 	if err := eng.Apply(batch, last); err != nil {
 		return restored, err
 	}
+	prog.update(restored, 0)
 	return restored, nil
+}
+
+// restoreProgress follows the restore of one store of a task: it reports
+// every step to the task's status and, every few seconds, logs a line with
+// the rate and the time left.
+type restoreProgress struct {
+	task, store string
+	log         *slog.Logger
+	report      func(restored, remaining int64) // records of this store
+	start, last time.Time
+}
+
+// restoreLogEvery is how often a restore logs its progress.
+const restoreLogEvery = 5 * time.Second
+
+func (p *restoreProgress) update(restored, remaining int64) {
+	now := time.Now()
+	if p.start.IsZero() {
+		p.start, p.last = now, now
+	}
+	if p.report != nil {
+		p.report(restored, remaining)
+	}
+	if now.Sub(p.last) < restoreLogEvery || remaining == 0 {
+		return
+	}
+	p.last = now
+	rate := float64(restored) / now.Sub(p.start).Seconds()
+	eta := "unknown"
+	if rate > 0 {
+		eta = (time.Duration(float64(remaining)/rate) * time.Second).Round(time.Second).String()
+	}
+	p.log.Info("restoring", "task", p.task, "store", p.store, "restored", restored, "remaining", remaining,
+		"records_per_second", int64(rate), "eta", eta)
 }
 
 // sourceChangelog says how to restore a store from the source topic it

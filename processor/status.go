@@ -20,11 +20,14 @@ const (
 
 // TaskStatus describes one task of the instance.
 type TaskStatus struct {
-	ID        string    `json:"id"`
-	State     TaskState `json:"state"`
-	Stores    []string  `json:"stores,omitempty"`
-	Restored  int64     `json:"restored"`  // changelog records restored when it opened
-	Processed int64     `json:"processed"` // input records processed (committed or not)
+	ID       string    `json:"id"`
+	State    TaskState `json:"state"`
+	Stores   []string  `json:"stores,omitempty"`
+	Restored int64     `json:"restored"` // changelog records restored when it opened, or so far
+	// RestoreRemaining is, while it restores, the offsets of the store
+	// being restored that are left to read (control records included).
+	RestoreRemaining int64 `json:"restore_remaining"`
+	Processed        int64 `json:"processed"` // input records processed (committed or not)
 	// Out counts the records its sinks produced (outputs and repartition
 	// records, committed or not).
 	Out   int64     `json:"out"`
@@ -102,6 +105,15 @@ func (s *status) processed(ts map[task.ID]*task.Task) {
 			st.StoreStats = append(st.StoreStats, StoreStatus{Name: name, Gets: ss.Gets, CacheHits: ss.StageHits})
 			st.engines = append(st.engines, t.Engine(name))
 		}
+	}
+	s.mu.Unlock()
+}
+
+// restoring records a restore's progress (loop only).
+func (s *status) restoring(id task.ID, restored, remaining int64) {
+	s.mu.Lock()
+	if st := s.tasks[id]; st != nil {
+		st.Restored, st.RestoreRemaining = restored, remaining
 	}
 	s.mu.Unlock()
 }

@@ -15,8 +15,8 @@ type Collector struct {
 	produced, rebalances                                      *prometheus.Desc
 	processLatency, commitLatency, e2eLatency                 *prometheus.Desc
 
-	taskState, taskIn, taskOut, taskRestored, lag *prometheus.Desc
-	storeBytes, storeGets, storeHits              *prometheus.Desc
+	taskState, taskIn, taskOut, taskRestored, taskRemaining, lag *prometheus.Desc
+	storeBytes, storeGets, storeHits                             *prometheus.Desc
 }
 
 // NewCollector returns a collector for app. Register it on your own
@@ -44,11 +44,13 @@ func NewCollector(app *processor.App) *Collector {
 		taskState:    d("task_state", "1 for the state each owned task is in (restoring, running).", "task", "state"),
 		taskIn:       d("task_records_processed_total", "Input records a task processed, committed or not, since it opened here.", "task"),
 		taskOut:      d("task_records_produced_total", "Records a task's sinks produced (outputs and repartition records) since it opened here.", "task"),
-		taskRestored: d("task_restored_records", "Changelog records the task restored when it opened.", "task"),
-		lag:          d("consumer_lag_records", "Records of a task's input partition past the last one it fetched, as of that fetch.", "task", "topic"),
-		storeBytes:   d("store_bytes", "Approximate size on disk of a task's store.", "task", "store"),
-		storeGets:    d("store_gets_total", "Reads of a task's store.", "task", "store"),
-		storeHits:    d("store_cache_hits_total", "Reads of a task's store answered by its write or read cache, without reading Pebble.", "task", "store"),
+		taskRestored: d("task_restored_records", "Changelog records the task restored when it opened, or so far while it restores.", "task"),
+		taskRemaining: d("task_restore_remaining_records",
+			"While a task restores: offsets of the store being restored left to read (control records included); 0 once running.", "task"),
+		lag:        d("consumer_lag_records", "Records of a task's input partition past the last one it fetched, as of that fetch.", "task", "topic"),
+		storeBytes: d("store_bytes", "Approximate size on disk of a task's store.", "task", "store"),
+		storeGets:  d("store_gets_total", "Reads of a task's store.", "task", "store"),
+		storeHits:  d("store_cache_hits_total", "Reads of a task's store answered by its write or read cache, without reading Pebble.", "task", "store"),
 	}
 }
 
@@ -57,7 +59,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late, c.produced, c.rebalances,
 		c.processLatency, c.commitLatency, c.e2eLatency,
-		c.taskState, c.taskIn, c.taskOut, c.taskRestored, c.lag, c.storeBytes, c.storeGets, c.storeHits,
+		c.taskState, c.taskIn, c.taskOut, c.taskRestored, c.taskRemaining, c.lag, c.storeBytes, c.storeGets, c.storeHits,
 	} {
 		ch <- d
 	}
@@ -97,6 +99,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.taskIn, t.Processed, t.ID)
 		counter(c.taskOut, t.Out, t.ID)
 		gauge(c.taskRestored, t.Restored, t.ID)
+		gauge(c.taskRemaining, t.RestoreRemaining, t.ID)
 		for topic, n := range t.Lag {
 			gauge(c.lag, n, t.ID, topic)
 		}

@@ -26,7 +26,8 @@
 //	task_state{state}                      1 for the state the task is in: restoring, running
 //	task_records_processed_total           input records processed since it opened here
 //	task_records_produced_total            records its sinks produced since it opened here
-//	task_restored_records                  changelog records restored when it opened
+//	task_restored_records                  changelog records restored when it opened, or so far
+//	task_restore_remaining_records         while it restores: changelog offsets left to read
 //	consumer_lag_records{topic}            records of its input partition past the last fetched
 //	store_bytes{store}                     approximate size on disk of each store
 //	store_gets_total{store}                reads of each store
