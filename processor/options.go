@@ -36,6 +36,7 @@ type config struct {
 	maxRecordBytes   int
 	idleTimeout      time.Duration
 	clientOpts       []kgo.Opt
+	hooks            []kgo.Hook
 	endpoint         string // application.server, see AdvertisedEndpoint
 }
 
@@ -158,6 +159,16 @@ func IdleTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleTimeo
 // The Java client's equivalents are security.protocol, ssl.* and sasl.*.
 func ClientOptions(opts ...kgo.Opt) Opt {
 	return opt(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
+}
+
+// ClientHooks adds franz-go hooks (kgo.Hook) to the instance's main client,
+// the consumer and producer of the processing session, e.g. the client
+// metrics of franz-go's kprom plugin (see sluiceprom.ClientMetrics). Unlike
+// ClientOptions they are not given to the short-lived admin, restore and
+// global-table clients, so a hook that registers metrics per client sees one
+// client at a time: the session's, rebuilt after a failure. Default: none.
+func ClientHooks(hooks ...kgo.Hook) Opt {
+	return opt(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
 
 // kgoOpts returns the options of one client: the seed brokers, the user's

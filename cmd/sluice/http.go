@@ -28,7 +28,7 @@ func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string,
 	if err != nil {
 		return "", nil, err
 	}
-	return ln.Addr().String(), serveOn(ln, app, log), nil
+	return ln.Addr().String(), serveOn(ln, app, nil, log), nil
 }
 
 // listenHTTP binds addr (a port alone: on loopback), before the app exists,
@@ -61,8 +61,12 @@ func advertisable(ln net.Listener) string {
 }
 
 // serveOn serves the endpoints on ln until the returned stop is called.
-func serveOn(ln net.Listener, app *processor.App, log *slog.Logger) (stop func()) {
-	reg := prometheus.NewRegistry()
+// /metrics serves reg, on which app's client metrics may already be
+// registered (sluiceprom.ClientMetrics); nil: a registry of its own.
+func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log *slog.Logger) (stop func()) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	reg.MustRegister(sluiceprom.NewCollector(app), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

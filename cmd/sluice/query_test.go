@@ -46,7 +46,7 @@ func startQueryInstance(t *testing.T, brokers []string, appID, stateDir, in, out
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopHTTP := serveOn(ln, app, log)
+	stopHTTP := serveOn(ln, app, nil, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()

@@ -10,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/plugin/sluiceprom"
 	"github.com/sluice-streams/sluice/processor"
 )
 
@@ -74,10 +77,13 @@ tasks and leaves the group.`,
 			// be its advertised endpoint (application.server) when
 			// none is configured.
 			var ln net.Listener
+			var reg *prometheus.Registry
 			if httpAddr != "" {
 				if ln, err = listenHTTP(httpAddr); err != nil {
 					return err
 				}
+				reg = prometheus.NewRegistry()
+				opts = append(opts, sluiceprom.ClientMetrics(reg))
 				defer ln.Close() // if serving never starts
 				if cfg.AppServer == "" {
 					opts = append(opts, processor.AdvertisedEndpoint(advertisable(ln)))
@@ -90,7 +96,7 @@ tasks and leaves the group.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if ln != nil {
-				defer serveOn(ln, app, log)()
+				defer serveOn(ln, app, reg, log)()
 				log.Info("http listening", "addr", ln.Addr().String(), "application.server", app.Endpoint())
 			}
 			log.Info("starting", "example", e.Name, "application.id", cfg.AppID, "guarantee", cfg.Guarantee.String())
