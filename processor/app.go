@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -301,9 +302,11 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		configs    map[string]*string
 	}
 	want := map[string]topicSpec{}
+	owner := map[string]int{} // internal topic → the sub-topology whose width it has
 	a.internalPartitions = map[string]int32{}
 	for topic, sub := range writer {
 		want[topic] = topicSpec{a.partitions[sub], nil}
+		owner[topic] = sub
 		a.internalPartitions[topic] = a.partitions[sub]
 	}
 	var widest int32
@@ -327,6 +330,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			configs = map[string]*string{"cleanup.policy": &compactDelete, "retention.ms": &retention}
 		}
 		want[t] = topicSpec{a.partitions[sub], configs}
+		owner[t] = sub
 	}
 	names := make([]string, 0, len(want))
 	for t := range want {
@@ -348,7 +352,10 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		w := want[t]
 		if d, ok := existing[t]; ok && d.Err == nil {
 			if int32(len(d.Partitions)) != w.partitions {
-				return fatalError{fmt.Errorf("processor: internal topic %s has %d partitions, needs %d (reset the application to change its partitioning)", t, len(d.Partitions), w.partitions)}
+				return fatalError{fmt.Errorf("%w: internal topic %s has %d partitions, but sub-topology %d now has %d (inputs %s); "+
+					"adding partitions would move keys away from their state or their repartitioned stream. "+
+					"Restore the partition count, or reset the application (sluice reset) to rebuild its state at the new count",
+					ErrRepartitioned, t, len(d.Partitions), owner[t], w.partitions, strings.Join(a.userInputs(owner[t], writer), ", "))}
 			}
 			continue
 		}
@@ -357,6 +364,55 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ErrRepartitioned is returned when the input topics of a sub-topology that
+// keeps state or writes a repartition topic have a partition count other
+// than its internal topics: a key would no longer reach the task holding its
+// state. Only sub-topologies that read user topics into stateless operators
+// and user topics may grow their inputs, at start or while running.
+var ErrRepartitioned = errors.New("processor: input partitions changed")
+
+// growable reports whether sub-topology sub may have its input partitions
+// added to: it keeps no state and reads and writes no repartition topic, so
+// a key's records need no particular task.
+func (a *App) growable(sub int) bool {
+	s := a.plan.Subs[sub]
+	if len(s.Stores) > 0 {
+		return false
+	}
+	for _, n := range s.Nodes {
+		if n.Internal && (n.Kind == exec.KindSink || n.Kind == exec.KindSource) {
+			return false
+		}
+	}
+	return true
+}
+
+// userInputs names the user topics whose partition counts set the width of
+// sub-topology sub: its own, or those of the sub-topologies writing the
+// repartition topics it reads.
+func (a *App) userInputs(sub int, writer map[string]int) []string {
+	var out []string
+	seen := map[int]bool{}
+	var walk func(s int)
+	walk = func(s int) {
+		if seen[s] {
+			return
+		}
+		seen[s] = true
+		topics, internal := a.plan.Subs[s].SourceTopics()
+		for i, t := range topics {
+			if !internal[i] {
+				out = append(out, t)
+			} else if w, ok := writer[task.InternalTopic(a.cfg.appID, t)]; ok {
+				walk(w)
+			}
+		}
+	}
+	walk(sub)
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // createTopic creates topic, accepting that another instance just did.
@@ -760,6 +816,14 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 					continue
 				}
 				delete(in.closing, id)
+				if p >= in.a.partitions[sub] && !in.a.growable(sub) {
+					// The input grew while running (the group's
+					// leader saw it): stop before a key meets a
+					// task without its state.
+					return mustAbort, fatalError{fmt.Errorf("%w: %s now has partition %d, but sub-topology %d keeps state or repartitions and has %d partitions; "+
+						"restore the partition count, or reset the application (sluice reset) to rebuild its state at the new count",
+						ErrRepartitioned, topic, p, sub, in.a.partitions[sub])}
+				}
 				if in.tasks[id] == nil {
 					if err := in.openTask(ctx, id); err != nil {
 						return mustAbort, err

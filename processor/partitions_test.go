@@ -1,0 +1,139 @@
+package processor_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+)
+
+// addPartitions grows topic to n partitions.
+func addPartitions(t *testing.T, addrs []string, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).UpdatePartitions(ctx, n, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("growing %s to %d partitions: %v", topic, n, err)
+	}
+}
+
+// produceTo produces values to one partition of topic.
+func produceTo(t *testing.T, addrs []string, topic string, p int32, values ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, v := range values {
+		r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(v), Value: []byte(v)}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestStatelessInputsMayGrow adds partitions to the input of a stateless
+// topology while it runs: the records on the new partitions are processed,
+// exactly once.
+func TestStatelessInputsMayGrow(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "grow-in"), uniq(t, "grow-out")
+	setup(t, addrs, 2, in, out)
+	top := topology.New()
+	s := topology.From(top, in, serde.String, serde.String)
+	topology.To(topology.MapValues(s, strings.ToUpper), out, serde.String, serde.String)
+	app, err := processor.New(top, processor.ApplicationID(uniq(t, "grow")), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(50*time.Millisecond),
+		// The group's leader sees new partitions at its next metadata
+		// refresh: every 5 minutes by default.
+		processor.ClientOptions(kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTo(t, addrs, in, 0, "a", "b")
+	grown := false
+	err = runUntil(app, func(app *processor.App) bool {
+		if !grown && app.Stats().Processed.Load() >= 2 {
+			addPartitions(t, addrs, in, 4)
+			produceTo(t, addrs, in, 3, "c", "d")
+			grown = true
+		}
+		return app.Stats().Processed.Load() >= 4
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := readback.ReadCommitted(ctx, addrs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if !r.Attrs.IsControl() {
+			got = append(got, string(r.Value))
+		}
+	}
+	if strings.Join(got, ",") != "A,B,C,D" && strings.Join(got, ",") != "C,D,A,B" {
+		t.Errorf("output %v, want A B C D once each", got)
+	}
+}
+
+// TestStatefulInputsMayNotGrow adds partitions to the input of wordcount,
+// whose counts live in the partitions of its repartition topic and store:
+// the instance refuses to start on the grown input, naming it, and a
+// running instance stops when it sees the new partitions.
+func TestStatefulInputsMayNotGrow(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "lines"), uniq(t, "counts")
+	setup(t, addrs, 2, in, out)
+	app := uniq(t, "wc")
+	dir := t.TempDir()
+	newApp := func() *processor.App {
+		a, err := processor.New(examples.WordCount(in, out, in+"-dlq"), processor.ApplicationID(app),
+			processor.Brokers(addrs...), processor.StateDir(dir), processor.CommitInterval(50*time.Millisecond),
+			processor.ClientOptions(kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	produceTo(t, addrs, in, 0, "x y")
+	grown := false
+	err := runUntil(newApp(), func(a *processor.App) bool {
+		if !grown && a.Stats().Processed.Load() >= 3 {
+			addPartitions(t, addrs, in, 3)
+			grown = true
+		}
+		return false // until it stops by itself
+	})
+	if !errors.Is(err, processor.ErrRepartitioned) || !strings.Contains(err.Error(), in) {
+		t.Fatalf("running on a grown input: Run returned %v, want ErrRepartitioned naming %s", err, in)
+	}
+	err = runUntil(newApp(), func(*processor.App) bool { return false })
+	if !errors.Is(err, processor.ErrRepartitioned) || !strings.Contains(err.Error(), in) || !strings.Contains(err.Error(), "sluice reset") {
+		t.Fatalf("starting on a grown input: Run returned %v, want ErrRepartitioned naming %s and the way out", err, in)
+	}
+	t.Logf("refusal: %v", err)
+}
