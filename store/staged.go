@@ -48,6 +48,8 @@ type Staged struct {
 	// dirty holds the indices of the dirty entries in first-write order, so
 	// Commit needs no map iteration.
 	dirty []int
+	// last is the index of the entry found or added last (see lookup).
+	last int
 	// cached estimates the memory of entries in bytes; cacheLimit bounds
 	// it at Commit (0: no clean entries are kept).
 	cached, cacheLimit int
@@ -159,7 +161,7 @@ func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
 // The value is returned without a copy: the caller must not modify it.
 func (s *Staged) Get(key []byte) ([]byte, bool, error) {
 	s.stats.Gets++
-	if i, ok := s.index[string(key)]; ok {
+	if i, ok := s.lookup(key); ok {
 		s.stats.StageHits++
 		v := s.entries[i].value
 		return v, v != nil, nil
@@ -179,7 +181,23 @@ func (s *Staged) add(key, value []byte) int {
 	s.entries = append(s.entries, stagedEntry{key: key, value: value})
 	s.index[string(key)] = i
 	s.cached += len(key) + len(value) + entryOverhead
+	s.last = i
 	return i
+}
+
+// lookup finds key's entry. The entry found last is checked first: a
+// read-modify-write (Get, then Put of the same key) costs one map lookup,
+// not two. Entries only move by truncation, which the bounds and key
+// comparison see.
+func (s *Staged) lookup(key []byte) (int, bool) {
+	if i := s.last; i < len(s.entries) && bytes.Equal(s.entries[i].key, key) {
+		return i, true
+	}
+	i, ok := s.index[string(key)]
+	if ok {
+		s.last = i
+	}
+	return i, ok
 }
 
 // Put stages value under key, copying both. A nil value deletes key.
@@ -200,7 +218,7 @@ func (s *Staged) Delete(key []byte) error {
 }
 
 func (s *Staged) stage(key, value []byte) {
-	i, ok := s.index[string(key)]
+	i, ok := s.lookup(key)
 	if ok && s.marked && i < s.markEntries {
 		e := &s.entries[i]
 		s.undo = append(s.undo, undoStep{i: i, value: e.value, pending: e.pending, dirty: e.dirty})
