@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,6 +41,10 @@ const (
 	keyMaxRecordBytes  = "max.record.bytes"
 	keyIdleTimeout     = "idle.timeout"
 	keyAppServer       = "application.server"
+	// sluice's own, with no Kafka Streams equivalent.
+	keyHTTPAddress = "http.address"
+	keyLogLevel    = "log.level"
+	keyLogFormat   = "log.format"
 )
 
 // appKeys maps each key to its flag; the order is the order of --help.
@@ -53,6 +59,9 @@ var appKeys = []struct{ key, flag string }{
 	{keyMaxRecordBytes, "max-record-bytes"},
 	{keyIdleTimeout, "idle-timeout"},
 	{keyAppServer, "advertised-endpoint"},
+	{keyHTTPAddress, "http"},
+	{keyLogLevel, "log-level"},
+	{keyLogFormat, "log-format"},
 	{keySecurityProtocol, "security-protocol"},
 	{keySASLMechanism, "sasl-mechanism"},
 	{keySASLUsername, "sasl-username"},
@@ -92,6 +101,9 @@ func addAppFlags(cmd *cobra.Command) {
 	f.Int("max-record-bytes", defaultMaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
 	f.Duration("idle-timeout", 0, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
 	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
+	f.String("http", "", "http.address: serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this `address` (a port alone binds 127.0.0.1); off when empty")
+	f.String("log-level", "info", "log.level: debug, info, warn or error")
+	f.String("log-format", "text", "log.format: text or json (slog, on stderr)")
 	addSecurityFlags(f)
 }
 
@@ -107,6 +119,9 @@ type appConfig struct {
 	MaxRecordBytes  int
 	IdleTimeout     time.Duration
 	AppServer       string // application.server, "" if unset
+	HTTPAddress     string // http.address, "" if off
+	LogLevel        slog.Level
+	LogFormat       string // text or json
 	Security        security
 
 	// sources names where each key's value came from.
@@ -154,6 +169,9 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyMaxRecordBytes, defaultMaxRecordBytes)
 	v.SetDefault(keyIdleTimeout, time.Duration(0))
 	v.SetDefault(keyAppServer, "")
+	v.SetDefault(keyHTTPAddress, "")
+	v.SetDefault(keyLogLevel, "info")
+	v.SetDefault(keyLogFormat, "text")
 	// The other security keys have no default: viper keeps defaults as
 	// nested maps, where sasl.password and sasl.password.file collide.
 	v.SetDefault(keySecurityProtocol, protoPlaintext)
@@ -179,6 +197,16 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		InstanceID:      r.str(keyInstanceID),
 		MaxRecordBytes:  r.nonNegInt(keyMaxRecordBytes),
 		AppServer:       r.str(keyAppServer),
+		HTTPAddress:     r.str(keyHTTPAddress),
+		LogFormat:       strings.ToLower(r.str(keyLogFormat)),
+	}
+	if s := r.str(keyLogLevel); !r.failed(keyLogLevel) {
+		if err := c.LogLevel.UnmarshalText([]byte(s)); err != nil {
+			r.fail(keyLogLevel, strconv.Quote(s), errors.New("want debug, info, warn or error"))
+		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" && !r.failed(keyLogFormat) {
+		r.fail(keyLogFormat, strconv.Quote(c.LogFormat), errors.New("want text or json"))
 	}
 	if c.AppServer != "" {
 		if h, p, err := net.SplitHostPort(c.AppServer); err != nil || h == "" || p == "" {
@@ -243,6 +271,16 @@ func (c appConfig) opts() []processor.Opt {
 		processor.AdvertisedEndpoint(c.AppServer),
 		processor.ClientOptions(c.Security.opts...),
 	}
+}
+
+// logger returns the instance's logger: slog on w, in the configured format
+// and level.
+func (c appConfig) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // clientOpts returns the franz-go options every client that sluice's

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -215,6 +217,16 @@ func TestRejects(t *testing.T) {
 			want: []string{"bootstrap.servers is required"},
 		},
 		{
+			name: "log level",
+			env:  map[string]string{"SLUICE_LOG_LEVEL": "loud"},
+			want: []string{"log.level", `"loud"`, "SLUICE_LOG_LEVEL"},
+		},
+		{
+			name: "log format",
+			yaml: "log.format: xml\n",
+			want: []string{"log.format", `"xml"`, "config file"},
+		},
+		{
 			name: "no application id",
 			want: []string{"application.id is required"},
 		},
@@ -290,5 +302,24 @@ func TestConfigCommandPrintsSources(t *testing.T) {
 	}
 	if masked("sasl.password", "hunter2") == "hunter2" || masked("application.id", "x") != "x" {
 		t.Error("masking is wrong")
+	}
+}
+
+// TestLogFormat checks that log.format json gives JSON lines at log.level.
+func TestLogFormat(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("SLUICE_LOG_FORMAT", "json")
+	t.Setenv("SLUICE_LOG_LEVEL", "warn")
+	cfg, err := loadVia(t, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := cfg.logger(&buf)
+	log.Info("hidden")
+	log.Warn("shown", "task", "0_1")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["msg"] != "shown" || line["task"] != "0_1" {
+		t.Fatalf("log output %q (%v), want one JSON line for the warning only", buf.String(), err)
 	}
 }

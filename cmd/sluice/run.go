@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -46,7 +45,6 @@ func exampleParams(cmd *cobra.Command, e examples.Example) map[string]string {
 }
 
 func newRunCmd() *cobra.Command {
-	var logLevel, httpAddr string
 	cmd := &cobra.Command{
 		Use:   "run <example>",
 		Short: "Run one instance of a built-in example (" + fmt.Sprint(examples.Names()) + ")",
@@ -63,11 +61,7 @@ tasks and leaves the group.`,
 			if err != nil {
 				return err
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return fmt.Errorf("sluice: --log-level: %w", err)
-			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			log := cfg.logger(os.Stderr)
 			params := exampleParams(cmd, e)
 			opts := append(cfg.opts(), processor.Logger(log))
 			if e.Options != nil {
@@ -78,8 +72,8 @@ tasks and leaves the group.`,
 			// none is configured.
 			var ln net.Listener
 			var reg *prometheus.Registry
-			if httpAddr != "" {
-				if ln, err = listenHTTP(httpAddr); err != nil {
+			if cfg.HTTPAddress != "" {
+				if ln, err = listenHTTP(cfg.HTTPAddress); err != nil {
 					return err
 				}
 				reg = prometheus.NewRegistry()
@@ -103,8 +97,6 @@ tasks and leaves the group.`,
 			return app.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	cmd.Flags().StringVar(&httpAddr, "http", "", "serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this address (a port alone binds 127.0.0.1); off when empty")
 	addAppFlags(cmd)
 	addExampleFlags(cmd)
 	return cmd
