@@ -337,7 +337,8 @@ func keyed(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 
 func scenarioList() []scenario {
 	return []scenario{
-		{name: "pipe", input: keyed, note: "raw franz-go consume→produce loop", run: runPipe, covers: oneEach},
+		{name: "pipe", input: keyed, note: "raw franz-go consume→produce loop", run: runPipe, covers: oneEach,
+			verify: verifyOnePerInput(func(v []byte) []byte { return v })},
 		{name: "stateless", input: keyed, note: "map+filter", run: runTopology(func() *topology.Topology {
 			t := topology.New()
 			s := topology.From(t, "in", serde.Bytes, serde.Bytes)
@@ -345,24 +346,24 @@ func scenarioList() []scenario {
 			s = topology.Filter(s, func(k, _ []byte) bool { return len(k) > 0 })
 			topology.To(s, "out", serde.Bytes, serde.Bytes)
 			return t
-		}), covers: oneEach},
+		}), covers: oneEach, verify: verifyOnePerInput(func(v []byte) []byte { return v[:len(v)-1] })},
 		{name: "count", input: keyed, note: "count per key, Pebble store with changelog", run: runTopology(func() *topology.Topology {
 			t := topology.New()
 			s := topology.From(t, "in", serde.String, serde.Bytes)
 			c := topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
 			topology.To(topology.ToStream(c), "out", serde.String, serde.Int64Text)
 			return t
-		}), covers: runningCount},
+		}), covers: runningCount, verify: verifyCounts("out", keyCounts)},
 		{name: "windowed", input: timedKeyed, note: "count per key in 1-minute tumbling windows, watermark 5 s behind, EmitFinal, Pebble window store",
 			run: runTopology(windowedTopology), verify: verifyWindowed},
 		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic", run: runTopology(func() *topology.Topology {
 			return examples.WordCount("in", "out", "dlq")
-		})},
+		}), verify: verifyCounts("out", wordCounts)},
 		{name: "restore", input: unique, note: "a fresh instance restoring a count store of one changelog record per input record into Pebble",
 			prepare: prepareRestore, run: runRestore},
 		{name: "billing", input: bills, note: "JSON bills, half re-keyed through a repartition topic, 2 stores", run: runTopology(func() *topology.Topology {
 			return examples.Billing("in", "out", "out2", "dlq")
-		}, billingOptions()...)},
+		}, billingOptions()...), verify: verifyBilling},
 	}
 }
 
