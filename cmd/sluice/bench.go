@@ -164,4 +164,8 @@ func printTable(w io.Writer, res []bench.Result) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.0f\t%s\t%s\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.SteadyPerSecond, rss, paced)
 	}
 	tw.Flush()
+	fmt.Fprintln(w)
+	for _, r := range res {
+		fmt.Fprintf(w, "%s %s: %s\n", r.Scenario, r.Guarantee, r.Note)
+	}
 }
