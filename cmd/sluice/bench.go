@@ -83,7 +83,7 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 			}
 			if !inProcess && cpuprofile == "" && memprofile == "" {
-				cfg.Isolate = childRunner(cfg)
+				cfg.Isolate = childRunner
 			}
 			w := cmd.OutOrStdout()
 			if !asJSON {
@@ -111,6 +111,7 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 	cmd.Flags().IntVar(&cfg.Records, "records", 1_000_000, "input records per scenario")
 	cmd.Flags().Int32Var(&cfg.Partitions, "partitions", 8, "partitions of the input topic")
 	cmd.Flags().DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "commit interval of every scenario")
+	cmd.Flags().IntVar(&cfg.Runs, "runs", 3, "runs of each scenario under each guarantee; the median counts")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 50_000, "input records per second of the paced latency runs")
 	cmd.Flags().DurationVar(&cfg.PacedFor, "paced-for", 10*time.Second, "how long each paced latency run produces input (0: no paced runs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -125,28 +126,26 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 
 // childRunner runs each scenario in a child process of this binary, so that
 // every scenario starts from a fresh heap and reports its own peak RSS.
-func childRunner(cfg bench.Config) func(context.Context, string, txn.Guarantee) (bench.Result, error) {
-	return func(ctx context.Context, name string, g txn.Guarantee) (bench.Result, error) {
-		exe, err := os.Executable()
-		if err != nil {
-			return bench.Result{}, err
-		}
-		c := exec.CommandContext(ctx, exe, "bench", "--child", name+":"+g.String(),
-			"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
-			"--commit-interval", cfg.CommitInterval.String(),
-			"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String())
-		var stderr bytes.Buffer
-		c.Stderr = &stderr
-		out, err := c.Output()
-		if err != nil {
-			return bench.Result{}, fmt.Errorf("%s %s: %w\n%s", name, g, err, stderr.String())
-		}
-		var res bench.Result
-		if err := json.Unmarshal(out, &res); err != nil {
-			return bench.Result{}, fmt.Errorf("%s %s: %w: %q", name, g, err, out)
-		}
-		return res, nil
+func childRunner(ctx context.Context, cfg bench.Config, name string, g txn.Guarantee) (bench.Result, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return bench.Result{}, err
 	}
+	c := exec.CommandContext(ctx, exe, "bench", "--child", name+":"+g.String(),
+		"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
+		"--commit-interval", cfg.CommitInterval.String(),
+		"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String())
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return bench.Result{}, fmt.Errorf("%s %s: %w\n%s", name, g, err, stderr.String())
+	}
+	var res bench.Result
+	if err := json.Unmarshal(out, &res); err != nil {
+		return bench.Result{}, fmt.Errorf("%s %s: %w: %q", name, g, err, out)
+	}
+	return res, nil
 }
 
 func printTable(w io.Writer, res []bench.Result) {
@@ -166,6 +165,14 @@ func printTable(w io.Writer, res []bench.Result) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range res {
-		fmt.Fprintf(w, "%s %s: %s\n", r.Scenario, r.Guarantee, r.Note)
+		runs := ""
+		if len(r.RunsPerSecond) > 1 {
+			runs = " (runs:"
+			for _, x := range r.RunsPerSecond {
+				runs += fmt.Sprintf(" %.0f", x)
+			}
+			runs += " records/s; the median counts)"
+		}
+		fmt.Fprintf(w, "%s %s: %s%s\n", r.Scenario, r.Guarantee, r.Note, runs)
 	}
 }

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,10 +33,16 @@ type Config struct {
 	// Rate input records a second for PacedFor. PacedFor 0: no paced run.
 	Rate     int
 	PacedFor time.Duration
+	// Runs is how often each scenario runs under each guarantee; its
+	// result is the run of median throughput, and the ratios are of
+	// medians (one run of the pipe alone varies by 1.5x and more). Only the
+	// first run makes the paced run. Default 1.
+	Runs int
 	// Isolate, if set, runs each scenario instead of Run doing it in this
 	// process: `sluice bench` runs each in a child process (RunScenario),
-	// so that each has a fresh heap and its own peak RSS.
-	Isolate func(ctx context.Context, scenario string, g txn.Guarantee) (Result, error)
+	// so that each has a fresh heap and its own peak RSS. cfg is Run's,
+	// with PacedFor 0 for the repeated runs.
+	Isolate func(ctx context.Context, cfg Config, scenario string, g txn.Guarantee) (Result, error)
 }
 
 // Result is one scenario's measurement.
@@ -52,7 +60,10 @@ type Result struct {
 	// is noisy when the run is only a few commits long.
 	// VsPipe is PerSecond over the exactly_once pipe's of the same run.
 	VsPipe float64 `json:"vs_pipe"`
-	Note   string  `json:"note,omitempty"`
+	// RunsPerSecond lists PerSecond of every run, in run order, when the
+	// scenario ran more than once; PerSecond is their median.
+	RunsPerSecond []float64 `json:"runs_records_per_second,omitempty"`
+	Note          string    `json:"note,omitempty"`
 	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
 	// in-process broker included; set only when the scenario ran in a
 	// process of its own.
@@ -108,7 +119,7 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 		if err := warmUp(ctx, cfg); err != nil {
 			return nil, err
 		}
-		one = func(ctx context.Context, name string, g txn.Guarantee) (Result, error) {
+		one = func(ctx context.Context, cfg Config, name string, g txn.Guarantee) (Result, error) {
 			sc, _ := scenarioNamed(name)
 			return measure(ctx, cfg, sc, g)
 		}
@@ -118,7 +129,7 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 			continue
 		}
 		for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce} {
-			res, err := one(ctx, sc.name, g)
+			res, err := median(ctx, cfg, one, sc.name, g)
 			if err != nil {
 				return out, fmt.Errorf("bench: %s %s: %w", sc.name, g, err)
 			}
@@ -135,6 +146,40 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 		}
 	}
 	return out, nil
+}
+
+// median runs a scenario cfg.Runs times and returns the run of median
+// throughput, with the paced latency of the first run.
+func median(ctx context.Context, cfg Config, one func(context.Context, Config, string, txn.Guarantee) (Result, error), name string, g txn.Guarantee) (Result, error) {
+	var runs []Result
+	for i := range max(cfg.Runs, 1) {
+		c := cfg
+		if i > 0 {
+			c.PacedFor = 0
+		}
+		res, err := one(ctx, c, name, g)
+		if err != nil {
+			return Result{}, err
+		}
+		runs = append(runs, res)
+	}
+	if len(runs) == 1 {
+		return runs[0], nil
+	}
+	rates := make([]float64, len(runs))
+	for i, r := range runs {
+		rates[i] = r.PerSecond
+	}
+	byRate := slices.Clone(runs)
+	slices.SortFunc(byRate, func(a, b Result) int { return cmp.Compare(a.PerSecond, b.PerSecond) })
+	res := byRate[len(byRate)/2]
+	res.PacedRate, res.PacedRecords = runs[0].PacedRate, runs[0].PacedRecords
+	res.LatencyP50ms, res.LatencyP99ms, res.LatencyMaxms = runs[0].LatencyP50ms, runs[0].LatencyP99ms, runs[0].LatencyMaxms
+	for _, r := range runs {
+		res.PeakRSSBytes = max(res.PeakRSSBytes, r.PeakRSSBytes)
+	}
+	res.RunsPerSecond = rates
+	return res, nil
 }
 
 // warmUp runs a discarded pipe first: the first run in a process pays for
