@@ -55,6 +55,10 @@ type App struct {
 	stats   Stats
 	status  status
 	queries queries // what interactive queries read (query.go)
+	// local is the local state reported in the join metadata, memo the
+	// static member's last join metadata (standby.go).
+	local localState
+	memo  *joinMemo
 }
 
 // Stats are cumulative counters of an instance, for progress reports and
@@ -163,6 +167,10 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.queries.setWidths(a.partitions)
+	a.scanLocalState()
+	if a.cfg.instanceID != "" {
+		a.memo = newJoinMemo(a.dir)
+	}
 	g, err := a.startGlobals(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -431,6 +439,9 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 type event struct {
 	assigned bool // else revoked or lost
 	parts    map[string][]int32
+	// standby, when set, is the member's standby tasks from its new
+	// assignment (reported before the partitions are assigned).
+	standby map[task.ID]bool
 }
 
 // instance is the state of one session: the loop's goroutine owns all of it
@@ -453,6 +464,15 @@ type instance struct {
 	inTxn       bool
 	txnStart    time.Time
 	uncommitted int64
+
+	// standby follows the changelogs of wantStandby, minus the tasks
+	// open here (standby.go).
+	standby     *standbySet
+	wantStandby map[task.ID]bool
+
+	probeMu sync.Mutex
+	probe   *time.Timer // the leader's next probing rebalance
+	stopped bool        // no more probes: the session ends
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
@@ -468,15 +488,20 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	opts := a.cfg.kgoOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(&assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting}),
+		kgo.Balancers(&assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting,
+			stateful: a.statefulSubs(), standby: a.cfg.standby, local: &a.local, memo: a.memo,
+			onStandby: func(ids []task.ID) { in.enqueue(event{standby: taskSet(ids)}) },
+			onProbe:   in.scheduleProbe}),
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.rebalanceTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
 		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner(), hashed: hashed}),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{true, m}) }),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{false, m}) }),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			in.enqueue(event{assigned: true, parts: m})
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{parts: m}) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{parts: m}) }),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.ProducerLinger(0),
 		kgo.MaxBufferedRecords(1<<20),
@@ -507,10 +532,16 @@ func (a *App) runSession(ctx context.Context) (err error) {
 			return fmt.Errorf("processor: init producer id: %w", err)
 		}
 	}
+	if in.standby, err = a.startStandbys(); err != nil {
+		in.sess.Close()
+		return err
+	}
 	defer func() {
+		in.stopProbes()
 		a.status.setJoined(false)
 		a.queries.setRouting(nil)
 		in.closeTasks(in.allTasks())
+		in.standby.close()
 		in.sess.Close()
 		a.stats.Tasks.Store(0)
 	}()
@@ -798,8 +829,15 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 		return false, nil
 	}
 	for _, e := range evs {
+		if e.standby != nil {
+			in.wantStandby = e.standby
+			in.syncStandbys()
+			continue
+		}
 		if e.assigned {
 			in.a.stats.Rebalances.Add(1)
+			_, gen := in.sess.Client().GroupMetadata()
+			in.a.log.Info("partitions assigned", "generation", gen, "standby", len(in.wantStandby))
 		}
 		for topic, ps := range e.parts {
 			sub, ok := in.a.subOf[topic]
@@ -838,7 +876,15 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 
 // closeRevoked closes the tasks whose partitions were revoked, after the
 // transaction they took part in ended.
+//
+// Work at revoke time is bounded: the revoked tasks' transaction was
+// already aborted by the caller (no flush past its end), and closing a
+// task closes its operators and engines (Pebble's Close does not flush the
+// memtable: the WAL holds every applied batch). Nothing restores here; a
+// task that becomes a standby here only registers, and its engines open on
+// the follower's goroutine.
 func (in *instance) closeRevoked() {
+	closed := len(in.closing) > 0
 	for id := range in.closing {
 		if t := in.tasks[id]; t != nil {
 			in.closeTasks([]*task.Task{t})
@@ -846,9 +892,16 @@ func (in *instance) closeRevoked() {
 		delete(in.closing, id)
 	}
 	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	if closed {
+		in.syncStandbys()
+	}
 }
 
 func (in *instance) openTask(ctx context.Context, id task.ID) error {
+	// A standby copy of the task closes first: its directories are the
+	// task's, and the restore below replays only the tail past its
+	// checkpoint.
+	in.standby.release(id)
 	sub := in.a.plan.Subs[id.Sub]
 	t, err := task.New(id, sub, in.a.plan, task.Config{
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
@@ -905,6 +958,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	}
 	in.tasks[id] = t
 	opened = true
+	in.a.local.setActive(id, in.a.standbyEngines(t))
 	in.a.queries.restored(id)
 	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRunning, Stores: t.Stores(), Restored: total, Since: time.Now()})
 	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
@@ -922,6 +976,7 @@ func (in *instance) allTasks() []*task.Task {
 func (in *instance) closeTasks(ts []*task.Task) {
 	for _, t := range ts {
 		in.a.queries.closed(t.ID()) // before Close: see queries
+		in.a.closingLocal(t)
 		if err := t.Close(); err != nil {
 			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
 		}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,12 +22,38 @@ import (
 // (Kafka Streams' application.server): each member puts its advertised
 // endpoint in its join metadata, and the leader puts the map task →
 // endpoint in every member's assignment (routing.go).
+//
+// With standby replicas (standby.go) it is Kafka Streams' high-availability
+// assignor (KIP-441), simplified: each member reports the offset sums of
+// the tasks it has local state for; a task whose owner is gone goes to a
+// caught-up member (within acceptable.recovery.lag of the most caught-up
+// one); a task that should move to a member that is not caught up stays
+// where it is while that member warms up; each stateful task gets
+// num.standby.replicas standbys on members other than its owner. The leader
+// sees no end offsets (Balance runs without network), so "caught up" is
+// relative to the best copy any member reports.
 type assignor struct {
 	subOf    map[string]int // runtime source topic → sub-topology
 	endpoint string         // this member's advertised endpoint, "" if none
 	// onRouting, if set, receives the task → endpoint map of each
 	// assignment this member gets (on the group's goroutine).
 	onRouting func(map[task.ID]string)
+
+	// stateful names the sub-topologies whose tasks have stores that
+	// standbys can follow (standbyStores).
+	stateful map[int]bool
+	standby  standbyConfig
+	// local is this member's local state, reported in its join metadata;
+	// nil reports none.
+	local *localState
+	// memo replays a static member's last join metadata after a restart.
+	memo *joinMemo
+	// onStandby, if set, receives this member's standby tasks from each
+	// assignment (group goroutine).
+	onStandby func([]task.ID)
+	// onProbe, if set, is called by the leader when its plan keeps a task
+	// away from where it should be while a warm-up catches up.
+	onProbe func()
 }
 
 func (*assignor) ProtocolName() string { return "sluice" }
@@ -37,7 +64,13 @@ func (a *assignor) JoinGroupMetadata(interests []string, current map[string][]in
 	meta.Version = 3
 	meta.Topics = interests
 	meta.Generation = generation
-	meta.UserData = memberUserData(a.endpoint)
+	if old := a.memo.previous(); old != nil {
+		var m kmsg.ConsumerMemberMetadata
+		if m.ReadFrom(old) == nil && slices.Equal(m.Topics, interests) {
+			return old
+		}
+	}
+	meta.UserData = memberUserData(a.endpoint, a.local.offsetSums())
 	topics := make([]string, 0, len(current))
 	for t := range current {
 		topics = append(topics, t)
@@ -49,7 +82,9 @@ func (a *assignor) JoinGroupMetadata(interests []string, current map[string][]in
 		op.Partitions = append([]int32(nil), current[t]...)
 		meta.OwnedPartitions = append(meta.OwnedPartitions, op)
 	}
-	return meta.AppendTo(nil)
+	b := meta.AppendTo(nil)
+	a.memo.save(b)
+	return b
 }
 
 func (a *assignor) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
@@ -57,12 +92,16 @@ func (a *assignor) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.onRouting != nil {
-		var m kmsg.ConsumerMemberAssignment
-		if err := m.ReadFrom(b); err == nil {
+	a.memo.assigned()
+	var m kmsg.ConsumerMemberAssignment
+	if err := m.ReadFrom(b); err == nil {
+		if a.onRouting != nil {
 			// A leader without routing (none yet) leaves it empty:
 			// queries then answer "owner unknown" rather than fail.
 			a.onRouting(parseRouting(m.UserData))
+		}
+		if a.onStandby != nil {
+			a.onStandby(parseStandby(m.UserData))
 		}
 	}
 	return parts, nil
@@ -109,9 +148,11 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 	}
 	sort.Slice(ids, func(i, j int) bool { return members[ids[i]].MemberID < members[ids[j]].MemberID })
 
-	// Previous owners, from the owned partitions each member reported.
+	// Previous owners, from the owned partitions each member reported,
+	// and each member's offset sums.
 	prev := map[task.ID]int{}
 	endpoints := make([]string, len(members))
+	sums := make([]map[task.ID]int64, len(members))
 	b.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
 		idx := 0
 		for i := range members {
@@ -119,7 +160,7 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 				idx = i
 			}
 		}
-		endpoints[idx] = parseMemberUserData(meta.UserData)
+		endpoints[idx], sums[idx] = parseMemberUserData(meta.UserData)
 		for _, op := range meta.OwnedPartitions {
 			s, ok := a.subOf[op.Topic]
 			if !ok {
@@ -130,40 +171,29 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 			}
 		}
 	})
-
-	quota := (len(tasks) + len(members) - 1) / max(len(members), 1)
-	load := make([]int, len(members))
-	owner := map[task.ID]int{}
-	for _, t := range tasks {
-		if m, ok := prev[t]; ok && load[m] < quota {
-			owner[t] = m
-			load[m]++
-		}
-	}
-	for _, t := range tasks {
-		if _, ok := owner[t]; ok {
-			continue
-		}
-		best := ids[0]
-		for _, m := range ids {
-			if load[m] < load[best] {
-				best = m
-			}
-		}
-		owner[t] = best
-		load[best]++
+	h := planHA(tasks, ids, prev, sums, a.stateful, a.standby)
+	if h.probe && a.onProbe != nil {
+		a.onProbe()
 	}
 
 	plan := b.NewPlan()
 	routing := make(map[task.ID]string, len(tasks))
 	for _, t := range tasks {
-		m := &members[owner[t]]
-		routing[t] = endpoints[owner[t]]
+		m := &members[h.owner[t]]
+		routing[t] = endpoints[h.owner[t]]
 		for _, topic := range bySub[t.Sub] {
 			if t.Partition < topics[topic] {
 				plan.AddPartition(m, topic, t.Partition)
 			}
 		}
 	}
-	return &routedPlan{BalancePlan: plan, userData: routingUserData(routing)}
+	standby := map[string][]task.ID{}
+	for m, ts := range h.standby {
+		for _, t := range tasks {
+			if ts[t] {
+				standby[members[m].MemberID] = append(standby[members[m].MemberID], t)
+			}
+		}
+	}
+	return &routedPlan{BalancePlan: plan, routing: routing, standby: standby}
 }

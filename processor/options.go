@@ -37,7 +37,8 @@ type config struct {
 	idleTimeout      time.Duration
 	clientOpts       []kgo.Opt
 	hooks            []kgo.Hook
-	endpoint         string // application.server, see AdvertisedEndpoint
+	endpoint         string        // application.server, see AdvertisedEndpoint
+	standby          standbyConfig // num.standby.replicas and warm-up, see standby.go
 }
 
 func defaultConfig() config {
@@ -50,6 +51,7 @@ func defaultConfig() config {
 		rebalanceTimeout: 15 * time.Second,
 		txnTimeout:       10 * time.Second,
 		logger:           slog.New(slog.DiscardHandler),
+		standby:          defaultStandbyConfig(),
 	}
 }
 
@@ -70,7 +72,7 @@ func (c *config) validate() error {
 	if c.stateDir == "" {
 		errs = append(errs, errors.New("processor: state.dir is required"))
 	}
-	errs = append(errs, validateEndpoint(c.endpoint))
+	errs = append(errs, validateEndpoint(c.endpoint), c.standby.validate())
 	return errors.Join(errs...)
 }
 

@@ -16,6 +16,9 @@ type TaskState string
 const (
 	TaskRestoring TaskState = "restoring"
 	TaskRunning   TaskState = "running"
+	// TaskStandby is a standby copy of another instance's task: its
+	// stores follow the changelogs (standby.go); it processes nothing.
+	TaskStandby TaskState = "standby"
 )
 
 // TaskStatus describes one task of the instance.
@@ -38,6 +41,10 @@ type TaskStatus struct {
 	Lag map[string]int64 `json:"lag,omitempty"`
 	// StoreStats are the stores' read counters as of the last commit.
 	StoreStats []StoreStatus `json:"store_stats,omitempty"`
+	// Checkpoints are, for a standby task, the changelog offset each
+	// store's copy reflects; Restored then counts the changelog records
+	// it applied, and Lag the offsets of each changelog past it.
+	Checkpoints map[string]int64 `json:"checkpoints,omitempty"`
 
 	engines []store.Engine // for sizes, read when asked
 }
@@ -80,6 +87,16 @@ func (s *status) set(id task.ID, st TaskStatus) {
 func (s *status) remove(id task.ID) {
 	s.mu.Lock()
 	delete(s.tasks, id)
+	s.mu.Unlock()
+}
+
+// removeIf removes id's status if it is in state st: a standby closing
+// must not remove the status of the active task that replaced it.
+func (s *status) removeIf(id task.ID, st TaskState) {
+	s.mu.Lock()
+	if t := s.tasks[id]; t != nil && t.State == st {
+		delete(s.tasks, id)
+	}
 	s.mu.Unlock()
 }
 
@@ -140,6 +157,7 @@ func (a *App) Status() Status {
 		c := *t
 		c.Stores = append([]string(nil), t.Stores...)
 		c.Lag = maps.Clone(t.Lag)
+		c.Checkpoints = maps.Clone(t.Checkpoints)
 		c.StoreStats = append([]StoreStatus(nil), t.StoreStats...)
 		for i, e := range t.engines {
 			// A closed engine answers 0: a task closing meanwhile is
@@ -148,7 +166,7 @@ func (a *App) Status() Status {
 		}
 		c.engines = nil
 		out.Tasks = append(out.Tasks, c)
-		if t.State != TaskRunning {
+		if t.State != TaskRunning && t.State != TaskStandby {
 			out.Ready = false
 		}
 	}

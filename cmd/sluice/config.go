@@ -41,6 +41,12 @@ const (
 	keyMaxRecordBytes  = "max.record.bytes"
 	keyIdleTimeout     = "idle.timeout"
 	keyAppServer       = "application.server"
+	// Standby replicas and warm-up (processor/standby.go), and the group
+	// session timeout that a static member restarts within.
+	keyAcceptableLag  = "acceptable.recovery.lag"
+	keyMaxWarmups     = "max.warmup.replicas"
+	keyProbeInterval  = "probing.rebalance.interval"
+	keySessionTimeout = "session.timeout"
 	// sluice's own, with no Kafka Streams equivalent.
 	keyHTTPAddress = "http.address"
 	keyLogLevel    = "log.level"
@@ -55,6 +61,10 @@ var appKeys = []struct{ key, flag string }{
 	{keyCommitInterval, "commit-interval"},
 	{keyStateDir, "state-dir"},
 	{keyStandbyReplicas, "standby-replicas"},
+	{keyAcceptableLag, "acceptable-recovery-lag"},
+	{keyMaxWarmups, "max-warmup-replicas"},
+	{keyProbeInterval, "probing-rebalance-interval"},
+	{keySessionTimeout, "session-timeout"},
 	{keyInstanceID, "instance-id"},
 	{keyMaxRecordBytes, "max-record-bytes"},
 	{keyIdleTimeout, "idle-timeout"},
@@ -76,6 +86,10 @@ const (
 	defaultBrokers        = "127.0.0.1:9092"
 	defaultCommitInterval = 100 * time.Millisecond
 	defaultMaxRecordBytes = 1048588 // Kafka's default message.max.bytes
+	defaultAcceptableLag  = 10_000
+	defaultMaxWarmups     = 2
+	defaultProbeInterval  = 10 * time.Minute
+	defaultSessionTimeout = 10 * time.Second
 )
 
 func defaultStateDir() string { return filepath.Join(os.TempDir(), "sluice") }
@@ -96,7 +110,11 @@ func addAppFlags(cmd *cobra.Command) {
 	f.String("guarantee", txn.ExactlyOnce.String(), "processing.guarantee: exactly_once, at_least_once or at_most_once")
 	f.Duration("commit-interval", defaultCommitInterval, "commit.interval: how often the instance commits its transaction")
 	f.String("state-dir", defaultStateDir(), "state.dir: root `directory` of the local state stores")
-	f.Int("standby-replicas", 0, "num.standby.replicas: standby copies of each stateful task")
+	f.Int("standby-replicas", 0, "num.standby.replicas: other instances keeping a copy of each stateful task's stores, following its changelogs, so a failover restores only the tail")
+	f.Int("acceptable-recovery-lag", defaultAcceptableLag, "acceptable.recovery.lag: changelog offsets a copy may lag the best one and still take its task over; further behind, it warms up first")
+	f.Int("max-warmup-replicas", defaultMaxWarmups, "max.warmup.replicas: warm-up copies the group keeps at once while tasks wait to move")
+	f.Duration("probing-rebalance-interval", defaultProbeInterval, "probing.rebalance.interval: how often the group leader rebalances while warm-ups catch up")
+	f.Duration("session-timeout", defaultSessionTimeout, "session.timeout: how long the group waits for a silent member; a static member (group.instance.id) restarting within it causes no rebalance")
 	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
 	f.Int("max-record-bytes", defaultMaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
 	f.Duration("idle-timeout", 0, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
@@ -115,6 +133,10 @@ type appConfig struct {
 	CommitInterval  time.Duration
 	StateDir        string
 	StandbyReplicas int
+	AcceptableLag   int
+	MaxWarmups      int
+	ProbeInterval   time.Duration
+	SessionTimeout  time.Duration
 	InstanceID      string
 	MaxRecordBytes  int
 	IdleTimeout     time.Duration
@@ -165,6 +187,10 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyCommitInterval, defaultCommitInterval)
 	v.SetDefault(keyStateDir, defaultStateDir())
 	v.SetDefault(keyStandbyReplicas, 0)
+	v.SetDefault(keyAcceptableLag, defaultAcceptableLag)
+	v.SetDefault(keyMaxWarmups, defaultMaxWarmups)
+	v.SetDefault(keyProbeInterval, defaultProbeInterval)
+	v.SetDefault(keySessionTimeout, defaultSessionTimeout)
 	v.SetDefault(keyInstanceID, "")
 	v.SetDefault(keyMaxRecordBytes, defaultMaxRecordBytes)
 	v.SetDefault(keyIdleTimeout, time.Duration(0))
@@ -194,6 +220,10 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		IdleTimeout:     r.duration(keyIdleTimeout, true),
 		StateDir:        r.str(keyStateDir),
 		StandbyReplicas: r.nonNegInt(keyStandbyReplicas),
+		AcceptableLag:   r.nonNegInt(keyAcceptableLag),
+		MaxWarmups:      r.nonNegInt(keyMaxWarmups),
+		ProbeInterval:   r.duration(keyProbeInterval, false),
+		SessionTimeout:  r.duration(keySessionTimeout, false),
 		InstanceID:      r.str(keyInstanceID),
 		MaxRecordBytes:  r.nonNegInt(keyMaxRecordBytes),
 		AppServer:       r.str(keyAppServer),
@@ -224,6 +254,10 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	r.require(keyBrokers, len(c.Brokers) > 0)
 	r.require(keyStateDir, c.StateDir != "")
 	r.require(keyMaxRecordBytes, c.MaxRecordBytes > 0)
+	r.require(keyMaxWarmups, c.MaxWarmups > 0)
+	if c.ProbeInterval > 0 && c.ProbeInterval < time.Second {
+		r.fail(keyProbeInterval, c.ProbeInterval, errors.New("must be at least 1s"))
+	}
 	c.Security = r.loadSecurity()
 	c.sources = map[string]string{}
 	for _, k := range appKeys {
@@ -256,11 +290,14 @@ func checkKeys(file string, keys []string) error {
 }
 
 // opts converts c to processor options.
-// num.standby.replicas has no processor option yet; it is accepted so that
-// configurations written for Kafka Streams load unchanged.
 func (c appConfig) opts() []processor.Opt {
 	return []processor.Opt{
 		processor.ApplicationID(c.AppID),
+		processor.StandbyReplicas(c.StandbyReplicas),
+		processor.AcceptableRecoveryLag(int64(c.AcceptableLag)),
+		processor.MaxWarmupReplicas(c.MaxWarmups),
+		processor.ProbingRebalanceInterval(c.ProbeInterval),
+		processor.SessionTimeout(c.SessionTimeout),
 		processor.Brokers(c.Brokers...),
 		processor.Guarantee(c.Guarantee),
 		processor.CommitInterval(c.CommitInterval),

@@ -24,7 +24,7 @@ func init() { subcommands = append(subcommands, newResetCmd) }
 // resetHiddenFlags are the instance settings that addAppFlags adds but that
 // mean nothing to a reset; they stay accepted (a shared config file or
 // environment sets them) but out of --help.
-var resetHiddenFlags = []string{"guarantee", "commit-interval", "standby-replicas", "instance-id", "max-record-bytes", "idle-timeout", "advertised-endpoint", "http", "log-level", "log-format"}
+var resetHiddenFlags = []string{"guarantee", "commit-interval", "standby-replicas", "acceptable-recovery-lag", "max-warmup-replicas", "probing-rebalance-interval", "session-timeout", "instance-id", "max-record-bytes", "idle-timeout", "advertised-endpoint", "http", "log-level", "log-format"}
 
 // resetTopicWait bounds how long reset waits for deleted topics to disappear
 // from the cluster's metadata (Kafka deletes asynchronously).

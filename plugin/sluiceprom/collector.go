@@ -41,7 +41,7 @@ func NewCollector(app *processor.App) *Collector {
 		commitLatency: d("commit_latency_seconds", "Time to flush the tasks, end the transaction and apply the stores' stage."),
 		e2eLatency: d("end_to_end_latency_seconds",
 			"Per input record: wall clock when its outputs were produced minus the record's timestamp. A read_committed reader sees them up to a commit later."),
-		taskState:    d("task_state", "1 for the state each owned task is in (restoring, running).", "task", "state"),
+		taskState:    d("task_state", "1 for the state each task is in (restoring, running, standby).", "task", "state"),
 		taskIn:       d("task_records_processed_total", "Input records a task processed, committed or not, since it opened here.", "task"),
 		taskOut:      d("task_records_produced_total", "Records a task's sinks produced (outputs and repartition records) since it opened here.", "task"),
 		taskRestored: d("task_restored_records", "Changelog records the task restored when it opened, or so far while it restores.", "task"),

@@ -23,7 +23,7 @@
 //
 // Per task (label task, e.g. "0_3"):
 //
-//	task_state{state}                      1 for the state the task is in: restoring, running
+//	task_state{state}                      1 for the state the task is in: restoring, running, standby
 //	task_records_processed_total           input records processed since it opened here
 //	task_records_produced_total            records its sinks produced since it opened here
 //	task_restored_records                  changelog records restored when it opened, or so far
