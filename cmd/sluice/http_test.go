@@ -93,13 +93,15 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 
 	// Words through both sub-topologies, then the metrics they move.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("lines"))
+	// Half the lines to each partition, so that every task of the first
+	// sub-topology has input.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("lines"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	for i := range 200 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "w%d w%d shared", i%7, i%3)}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 2), Value: fmt.Appendf(nil, "w%d w%d shared", i%7, i%3)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
