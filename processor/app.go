@@ -464,6 +464,7 @@ type instance struct {
 	inTxn       bool
 	txnStart    time.Time
 	uncommitted int64
+	sent        int // records produced in the open transaction (loop only)
 
 	// standby follows the changelogs of wantStandby, minus the tasks
 	// open here (standby.go).
@@ -565,6 +566,7 @@ func (in *instance) takeEvents() []event {
 // send produces inside the current transaction, remembering the first
 // failure so that the transaction aborts instead of committing a gap.
 func (in *instance) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	in.sent++
 	if promise == nil {
 		// Most records: no closure to allocate.
 		in.sess.Produce(context.Background(), r, in.onProduced)
@@ -595,7 +597,7 @@ func (in *instance) loop(ctx context.Context) error {
 			if err := in.sess.Begin(); err != nil {
 				return err
 			}
-			in.inTxn, in.txnStart = true, time.Now()
+			in.inTxn, in.txnStart, in.sent = true, time.Now(), 0
 		}
 		if ctx.Err() != nil {
 			_, err := in.end(true, AbortShutdown)
@@ -765,6 +767,17 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 			commit, cause = false, AbortFlush
 		}
 	}
+	if commit && cause != AbortShutdown && len(in.closing) == 0 && in.sent == 0 && in.uncommitted == 0 && in.clean() {
+		// Nothing polled, produced or staged: there is nothing to
+		// commit, so the transaction stays open for the next period.
+		// Ending it empty would also cost the next commit up to 500ms:
+		// franz-go learns that the broker fences zombies through the
+		// group (KIP-447) only from the answer to a TxnOffsetCommit, and
+		// after a commit without one it holds the next End back for
+		// 500ms to let a rebalance settle.
+		in.inTxn, in.txnStart = true, time.Now()
+		return false, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), in.a.cfg.txnTimeout+10*time.Second)
 	defer cancel()
 	in.prodMu.Lock()
@@ -872,6 +885,18 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 	}
 	in.a.stats.Tasks.Store(int64(len(in.tasks)))
 	return mustAbort, nil
+}
+
+// clean reports whether no task has writes staged.
+func (in *instance) clean() bool {
+	for _, t := range in.tasks {
+		for _, name := range t.Stores() {
+			if t.Store(name).Dirty() > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // closeRevoked closes the tasks whose partitions were revoked, after the

@@ -137,3 +137,47 @@ func TestStatefulInputsMayNotGrow(t *testing.T) {
 	}
 	t.Logf("refusal: %v", err)
 }
+
+// TestIdleInstanceEndsNoTransaction checks that an instance with nothing to
+// do leaves its transaction open rather than ending it empty: franz-go
+// holds the End after an empty one back for 500ms, which would delay the
+// first records after every quiet spell. Then a record goes through.
+func TestIdleInstanceEndsNoTransaction(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "idle-in"), uniq(t, "idle-out")
+	setup(t, addrs, 2, in, out)
+	top := topology.New()
+	topology.To(topology.From(top, in, serde.String, serde.String), out, serde.String, serde.String)
+	app, err := processor.New(top, processor.ApplicationID(uniq(t, "idle")), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readyAt time.Time
+	produced := false
+	err = runUntil(app, func(app *processor.App) bool {
+		if !app.Status().Ready {
+			return false
+		}
+		if readyAt.IsZero() {
+			readyAt = time.Now()
+		}
+		if time.Since(readyAt) < time.Second {
+			return false // 50 commit intervals without input
+		}
+		if !produced {
+			if n := app.Stats().Commits.Load() + app.Stats().Aborts.Load(); n != 0 {
+				t.Errorf("%d transactions ended while there was nothing to commit", n)
+			}
+			produceTo(t, addrs, in, 0, "x")
+			produced = true
+		}
+		return app.Stats().Processed.Load() == 1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := app.Stats().Commits.Load(); c < 1 {
+		t.Errorf("%d commits after the record, want at least 1", c)
+	}
+}
