@@ -509,8 +509,11 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 			}
 			start := time.Now()
 			var n int64
-			for time.Since(start) < interval && rctx.Err() == nil {
-				pctx, pcancel := context.WithDeadline(rctx, start.Add(interval))
+			// A period without records does not end the transaction,
+			// as sluice does not: franz-go holds the End after an empty
+			// one back for 500ms (see processor's instance.end).
+			for (time.Since(start) < interval || n == 0) && rctx.Err() == nil {
+				pctx, pcancel := context.WithDeadline(rctx, time.Now().Add(max(interval-time.Since(start), time.Millisecond)))
 				fs := sess.PollFetches(pctx)
 				pcancel()
 				fs.EachRecord(func(r *kgo.Record) {
