@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,10 +106,7 @@ type FailureKey struct {
 
 func (s *Stats) addFailure(k FailureKey) {
 	s.mu.Lock()
-	if s.failed == nil {
-		s.failed = map[FailureKey]int64{}
-	}
-	s.failed[k]++
+	countIn(&s.failed, k)
 	s.mu.Unlock()
 }
 
@@ -116,11 +114,7 @@ func (s *Stats) addFailure(k FailureKey) {
 func (s *Stats) Failures() map[FailureKey]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[FailureKey]int64, len(s.failed))
-	for k, v := range s.failed {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.failed)
 }
 
 // New validates the configuration and the topology. It starts nothing.

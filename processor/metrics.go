@@ -1,7 +1,7 @@
 package processor
 
 import (
-	"math"
+	"maps"
 	"sync/atomic"
 	"time"
 )
@@ -63,9 +63,6 @@ func (h *Histogram) Snapshot() HistogramSnapshot {
 	}
 	s.Count = max(h.count.Load(), cum+h.counts[len(h.bounds)].Load())
 	s.Sum = float64(h.sum.Load()) / float64(time.Second)
-	if math.IsNaN(s.Sum) {
-		s.Sum = 0
-	}
 	return s
 }
 
@@ -82,10 +79,7 @@ const (
 func (s *Stats) addAbort(cause string) {
 	s.Aborts.Add(1)
 	s.mu.Lock()
-	if s.aborts == nil {
-		s.aborts = map[string]int64{}
-	}
-	s.aborts[cause]++
+	countIn(&s.aborts, cause)
 	s.mu.Unlock()
 }
 
@@ -94,9 +88,13 @@ func (s *Stats) addAbort(cause string) {
 func (s *Stats) AbortsByCause() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.aborts))
-	for k, v := range s.aborts {
-		out[k] = v
+	return maps.Clone(s.aborts)
+}
+
+// countIn adds one to m[k], making m if needed.
+func countIn[K comparable](m *map[K]int64, k K) {
+	if *m == nil {
+		*m = map[K]int64{}
 	}
-	return out
+	(*m)[k]++
 }
