@@ -290,8 +290,12 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			a.partitions[sub.ID] = w
 		}
 	}
-	// Co-partitioned user inputs must agree.
+	// Co-partitioned user inputs must agree, where a key must meet its
+	// state: a stateless sub-topology may merge inputs of any widths.
 	for _, sub := range a.plan.Subs {
+		if a.growable(sub.ID) {
+			continue
+		}
 		topics, internal := sub.SourceTopics()
 		for i, t := range topics {
 			if !internal[i] && counts[t] != a.partitions[sub.ID] {

@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,44 @@ func TestIdleInstanceEndsNoTransaction(t *testing.T) {
 	}
 	if c := app.Stats().Commits.Load(); c < 1 {
 		t.Errorf("%d commits after the record, want at least 1", c)
+	}
+}
+
+// TestStatelessMergeOfUnequalInputs merges two inputs of 2 and 3 partitions
+// in a stateless topology, which needs no co-partitioning: every record of
+// both gets through once.
+func TestStatelessMergeOfUnequalInputs(t *testing.T) {
+	addrs := testBrokers(t)
+	a, b, out := uniq(t, "merge-a"), uniq(t, "merge-b"), uniq(t, "merge-out")
+	setup(t, addrs, 2, a, out)
+	setup(t, addrs, 3, b)
+	top := topology.New()
+	merged := topology.Merge(topology.From(top, a, serde.String, serde.String), topology.From(top, b, serde.String, serde.String))
+	topology.To(merged, out, serde.String, serde.String)
+	app, err := processor.New(top, processor.ApplicationID(uniq(t, "merge")), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTo(t, addrs, a, 1, "a1")
+	produceTo(t, addrs, b, 2, "b2")
+	if err := runUntil(app, func(app *processor.App) bool { return app.Stats().Processed.Load() >= 2 }); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := readback.ReadCommitted(ctx, addrs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		if !r.Attrs.IsControl() {
+			got = append(got, string(r.Value))
+		}
+	}
+	slices.Sort(got)
+	if strings.Join(got, ",") != "a1,b2" {
+		t.Errorf("output %v, want a1 and b2 once each", got)
 	}
 }
