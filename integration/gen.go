@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/examples"
 )
 
 // Bill is the billing example's input event.
@@ -107,7 +109,7 @@ func GenerateBills(seed int64, n int, accounts int) []InputBill {
 	n = max(n, 0)
 	accounts = max(accounts, 1)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x736c75696365))
-	g := &generator{rng: rng, accounts: accounts}
+	g := &generator{BillDraws: examples.BillDraws{Rand: rng, Accounts: accounts}, rng: rng}
 
 	out := make([]InputBill, 0, n+n/12+8)
 	type resend struct {
@@ -159,44 +161,11 @@ func GenerateBills(seed int64, n int, accounts int) []InputBill {
 }
 
 type generator struct {
-	rng      *rand.Rand
-	accounts int
-	nbad     int
-	nzero    int
-	nbig     int
-}
-
-func (g *generator) account() string {
-	// A few hot accounts give long running totals, where an update applied
-	// twice or lost after a crash shifts every later total.
-	hot := max(g.accounts/20, 1)
-	if g.rng.IntN(10) < 3 {
-		return fmt.Sprintf("acct-%05d", g.rng.IntN(hot))
-	}
-	return fmt.Sprintf("acct-%05d", g.rng.IntN(g.accounts))
-}
-
-func (g *generator) amount() int64 {
-	// Never zero: an implementation may well treat a zero amount as missing.
-	switch r := g.rng.IntN(100); {
-	case r < 5: // refunds, so min_cents is exercised below zero
-		return -1 - g.rng.Int64N(20_000)
-	case r < 10: // beyond 32 bits, so a narrowing sum shows
-		return 1_000_000 + g.rng.Int64N(10_000_000_000)
-	default:
-		return 1 + g.rng.Int64N(49_999)
-	}
-}
-
-func (g *generator) key(b Bill) []byte {
-	switch r := g.rng.IntN(10); {
-	case r < 4:
-		return []byte(b.Account)
-	case r < 8:
-		return []byte(b.BillID)
-	default:
-		return nil
-	}
+	examples.BillDraws
+	rng   *rand.Rand
+	nbad  int
+	nzero int
+	nbig  int
 }
 
 // ts is the event time of a bill generated at position i: slightly out of
@@ -208,8 +177,8 @@ func (g *generator) ts(i int) int64 {
 func (g *generator) bill(i int) InputBill {
 	return g.valid(KindBill, Bill{
 		BillID:      fmt.Sprintf("bill-%07d", i),
-		Account:     g.account(),
-		AmountCents: g.amount(),
+		Account:     g.Account(),
+		AmountCents: g.Amount(),
 		TS:          g.ts(i),
 	})
 }
@@ -221,7 +190,7 @@ func (g *generator) zeroAmount(i int) InputBill {
 	g.nzero++
 	return g.valid(KindZeroAmount, Bill{
 		BillID:  fmt.Sprintf("zero-%05d", g.nzero),
-		Account: g.account(),
+		Account: g.Account(),
 		TS:      g.ts(i),
 	})
 }
@@ -242,8 +211,8 @@ func (g *generator) oversized(i int) InputBill {
 	}
 	return g.valid(KindOversized, Bill{
 		BillID:      string(id),
-		Account:     g.account(),
-		AmountCents: g.amount(),
+		Account:     g.Account(),
+		AmountCents: g.Amount(),
 		TS:          g.ts(i),
 	})
 }
@@ -253,15 +222,15 @@ func (g *generator) valid(k Kind, b Bill) InputBill {
 	if err != nil {
 		panic(err) // a struct of strings and integers always marshals
 	}
-	return InputBill{Key: g.key(b), Value: v, Kind: k, Bill: b}
+	return InputBill{Key: g.Key(b.Account, b.BillID), Value: v, Kind: k, Bill: b}
 }
 
 func (g *generator) malformed() InputBill {
 	g.nbad++
 	b := Bill{
 		BillID:      fmt.Sprintf("bad-%05d", g.nbad),
-		Account:     g.account(),
-		AmountCents: g.amount(),
+		Account:     g.Account(),
+		AmountCents: g.Amount(),
 		TS:          baseTS + g.rng.Int64N(1_000_000),
 	}
 	fields := map[string]any{
@@ -315,7 +284,7 @@ func (g *generator) malformed() InputBill {
 		}
 		v = mustMarshal(fields)
 	}
-	return InputBill{Key: g.key(b), Value: v, Kind: KindMalformed, Fault: fault}
+	return InputBill{Key: g.Key(b.Account, b.BillID), Value: v, Kind: KindMalformed, Fault: fault}
 }
 
 func mustMarshal(v any) []byte {

@@ -151,9 +151,9 @@ type genRecord struct {
 // billGen makes the billing example's input. Apart from the event time,
 // which the caller passes in, its output is a function of the seed alone.
 type billGen struct {
+	examples.BillDraws
 	rng      *rand.Rand
 	prefix   string
-	accounts int
 	badRatio float64
 	dupRatio float64
 	n        int        // bills made, the source of their ids
@@ -162,55 +162,23 @@ type billGen struct {
 }
 
 func newBillGen(o genOptions) *billGen {
+	rng := rand.New(rand.NewPCG(o.seed, 0x62696c6c))
 	return &billGen{
-		rng:      rand.New(rand.NewPCG(o.seed, 0x62696c6c)),
-		prefix:   fmt.Sprintf("%x", o.seed),
-		accounts: max(o.accounts, 1),
-		badRatio: o.badRatio,
-		dupRatio: o.dupRatio,
-	}
-}
-
-func (g *billGen) account() string {
-	// A few hot accounts, so that some running totals grow long.
-	if hot := max(g.accounts/20, 1); g.rng.IntN(10) < 3 {
-		return fmt.Sprintf("acct-%05d", g.rng.IntN(hot))
-	}
-	return fmt.Sprintf("acct-%05d", g.rng.IntN(g.accounts))
-}
-
-// amount is never zero: zero is the bad case the totals refuse.
-func (g *billGen) amount() int64 {
-	switch r := g.rng.IntN(100); {
-	case r < 5: // refunds
-		return -1 - g.rng.Int64N(20_000)
-	case r < 10: // beyond 32 bits
-		return 1_000_000 + g.rng.Int64N(10_000_000_000)
-	default:
-		return 1 + g.rng.Int64N(49_999)
-	}
-}
-
-// key is the account, the bill id or nil: billing repartitions the bills
-// not keyed by account.
-func (g *billGen) key(b examples.Bill) []byte {
-	switch r := g.rng.IntN(10); {
-	case r < 4:
-		return []byte(b.Account)
-	case r < 8:
-		return []byte(b.BillID)
-	default:
-		return nil
+		BillDraws: examples.BillDraws{Rand: rng, Accounts: max(o.accounts, 1)},
+		rng:       rng,
+		prefix:    fmt.Sprintf("%x", o.seed),
+		badRatio:  o.badRatio,
+		dupRatio:  o.dupRatio,
 	}
 }
 
 func (g *billGen) bill(kind genKind, id string, amount, ts int64) genRecord {
-	b := examples.Bill{BillID: id, Account: g.account(), AmountCents: amount, TS: ts}
+	b := examples.Bill{BillID: id, Account: g.Account(), AmountCents: amount, TS: ts}
 	v, err := json.Marshal(b)
 	if err != nil {
 		panic(err) // strings and integers always marshal
 	}
-	return genRecord{Key: g.key(b), Value: v, Kind: kind}
+	return genRecord{Key: g.Key(b.Account, b.BillID), Value: v, Kind: kind}
 }
 
 // next returns the next record, with event time ts (Unix milliseconds).
@@ -230,7 +198,7 @@ func (g *billGen) next(ts int64) genRecord {
 		return dup
 	}
 	g.n++
-	rec := g.bill(genBill, fmt.Sprintf("bill-%s-%d", g.prefix, g.n), g.amount(), ts)
+	rec := g.bill(genBill, fmt.Sprintf("bill-%s-%d", g.prefix, g.n), g.Amount(), ts)
 	g.last = &rec
 	return rec
 }
