@@ -676,11 +676,13 @@ func (in *instance) loop(ctx context.Context) error {
 				// and each record's age when its outputs went out.
 				now := time.Now()
 				in.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
+				var ages histBatch
 				for _, p := range batches[id] {
 					for _, r := range p {
-						in.a.stats.EndToEndLatency.observe(max(now.Sub(r.Timestamp), 0), 1)
+						ages.add(max(now.Sub(r.Timestamp), 0))
 					}
 				}
+				in.a.stats.EndToEndLatency.observeBatch(&ages)
 			}
 			in.uncommitted += int64(n)
 			perr = err
