@@ -2,6 +2,7 @@ package processor
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -151,7 +152,6 @@ func (s *status) setLag(id task.ID, topic string, lag int64) {
 func (a *App) Status() Status {
 	s := &a.status
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := Status{Ready: s.joined}
 	for _, t := range s.tasks {
 		c := *t
@@ -159,16 +159,23 @@ func (a *App) Status() Status {
 		c.Lag = maps.Clone(t.Lag)
 		c.Checkpoints = maps.Clone(t.Checkpoints)
 		c.StoreStats = append([]StoreStatus(nil), t.StoreStats...)
-		for i, e := range t.engines {
-			// A closed engine answers 0: a task closing meanwhile is
-			// harmless.
-			c.StoreStats[i].Bytes = e.ApproximateSize()
-		}
-		c.engines = nil
+		c.engines = slices.Clone(t.engines)
 		out.Tasks = append(out.Tasks, c)
 		if t.State != TaskRunning && t.State != TaskStandby {
 			out.Ready = false
 		}
+	}
+	s.mu.Unlock()
+	// Sizes are read outside the lock: Pebble's metrics are not free, and
+	// the loop, which updates the status after every fetch, must not wait
+	// on a scrape. A closed engine answers 0, so a task closing meanwhile
+	// is harmless.
+	for i := range out.Tasks {
+		c := &out.Tasks[i]
+		for j, e := range c.engines {
+			c.StoreStats[j].Bytes = e.ApproximateSize()
+		}
+		c.engines = nil
 	}
 	sort.Slice(out.Tasks, func(i, j int) bool { return out.Tasks[i].ID < out.Tasks[j].ID })
 	return out
