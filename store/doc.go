@@ -39,5 +39,7 @@
 //
 // With the cache on (the default) repeated writes of a key within one
 // transaction fold into one changelog record at Flush; WithoutCache emits a
-// record per write.
+// record per write. Independently, the stage keeps committed values it wrote
+// or read as a read cache bounded in bytes (WithReadCache), so that the next
+// transaction reads them from a map rather than the engine.
 package store
