@@ -253,17 +253,12 @@ func peakRSS() int64 {
 }
 
 func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Result, error) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: int(cfg.Partitions)})
+	b, err := freshBroker(ctx, cfg)
 	if err != nil {
 		return Result{}, err
 	}
 	defer b.Close()
 	addrs := b.Addrs()
-	for _, t := range []string{"in", "out", "out2", "dlq"} {
-		if err := broker.CreateTopic(ctx, addrs, t, cfg.Partitions, nil); err != nil {
-			return Result{}, err
-		}
-	}
 	recs, target := sc.input(cfg.Records, rand.New(rand.NewPCG(1, 2)))
 	if err := preload(ctx, addrs, recs); err != nil {
 		return Result{}, err
@@ -311,6 +306,22 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		Seconds: took.Seconds(), PerSecond: float64(len(recs)) / took.Seconds(),
 		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: note,
 	}, nil
+}
+
+// freshBroker starts an embedded broker with the topics every scenario
+// uses; the caller closes it.
+func freshBroker(ctx context.Context, cfg Config) (*broker.Broker, error) {
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: int(cfg.Partitions)})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range []string{"in", "out", "out2", "dlq"} {
+		if err := broker.CreateTopic(ctx, b.Addrs(), t, cfg.Partitions, nil); err != nil {
+			b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 func preload(ctx context.Context, addrs []string, recs []*kgo.Record) error {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/txn"
 )
 
@@ -67,17 +66,12 @@ type Latency struct {
 const probeKey = "probe"
 
 func runPaced(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Latency, error) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: int(cfg.Partitions)})
+	b, err := freshBroker(ctx, cfg)
 	if err != nil {
 		return Latency{}, err
 	}
 	defer b.Close()
 	addrs := b.Addrs()
-	for _, t := range []string{"in", "out", "out2", "dlq"} {
-		if err := broker.CreateTopic(ctx, addrs, t, cfg.Partitions, nil); err != nil {
-			return Latency{}, err
-		}
-	}
 	n := int(float64(cfg.Rate) * cfg.PacedFor.Seconds())
 	if n < 1 {
 		return Latency{}, fmt.Errorf("bench: paced run of %v at %d records/s has no records", cfg.PacedFor, cfg.Rate)
