@@ -167,7 +167,9 @@ func (s *Staged) Get(key []byte) ([]byte, bool, error) {
 		return v, v != nil, nil
 	}
 	v, ok, err := s.engine.Get(key)
-	if err != nil || s.cacheLimit == 0 {
+	if err != nil || s.cached >= s.cacheLimit {
+		// A full cache takes no more reads until the commit drops it:
+		// a transaction reading many keys stays within the bound.
 		return v, ok, err
 	}
 	// The engine's copy is ours: keep it rather than copy it again.

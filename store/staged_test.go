@@ -568,6 +568,16 @@ func TestStagedReadCache(t *testing.T) {
 		t.Errorf("after a commit over the bound: %d engine reads, want 2", n)
 	}
 
+	// A full cache takes no more reads within a transaction.
+	e = &countingEngine{Engine: NewMemory()}
+	s = NewStaged("test", e, WithReadCache(2*entryOverhead))
+	if n := reads(s, e, "a", "b", "c", "c"); n != 4 {
+		t.Errorf("reads past a full cache: %d engine reads, want 4 (a and b cached, c not)", n)
+	}
+	if n := reads(s, e, "a", "b"); n != 0 {
+		t.Errorf("reads of cached keys: %d engine reads, want 0", n)
+	}
+
 	e = &countingEngine{Engine: NewMemory()}
 	s = NewStaged("test", e, WithReadCache(0))
 	mustPut(t, s, "a", "1")
