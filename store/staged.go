@@ -27,9 +27,10 @@ import (
 // (most keys of a keyed aggregation are read again soon after they were
 // written). Clean entries hold exactly the engine's value, so every read of
 // the merged view is the same with or without them; Range and First skip
-// them. The cache is bounded in bytes (WithReadCache) and dropped whole when
-// a commit leaves it over the bound, or when a transaction aborts (its
-// writes replaced the clean values they overwrote). Only the Staged writes
+// them. The cache is bounded in bytes (WithReadCache): reads stop filling
+// it once it is full, and it is dropped whole when a commit leaves it over
+// the bound, or when a transaction aborts (its writes replaced the clean
+// values they overwrote). Only the Staged writes
 // its engine while the task runs; whoever writes the engine otherwise (a
 // restore) must do it before the first read or call DropCache.
 //
