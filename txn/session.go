@@ -3,7 +3,9 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -80,12 +82,24 @@ func (p *plain) PollFetches(ctx context.Context) kgo.Fetches {
 	fs := p.cl.PollFetches(ctx)
 	if p.atMostOnce && !fs.Empty() {
 		// Commit before processing: a crash now loses these records.
-		if err := p.cl.CommitUncommittedOffsets(ctx); err != nil {
-			p.setErr(err)
+		// The commit has a context of its own, as the poll's may be
+		// about to expire. If it fails, the records are not processed
+		// either (that would be at least once): the consumer rewinds to
+		// the committed offsets and fetches them again.
+		cctx, cancel := context.WithTimeout(context.Background(), atMostOnceCommitTimeout)
+		err := p.cl.CommitUncommittedOffsets(cctx)
+		cancel()
+		if err != nil {
+			p.cl.SetOffsets(p.cl.CommittedOffsets())
+			return kgo.NewErrFetch(fmt.Errorf("txn: at_most_once: commit before processing: %w", err))
 		}
 	}
 	return fs
 }
+
+// atMostOnceCommitTimeout bounds the commit before processing under
+// at_most_once.
+const atMostOnceCommitTimeout = 30 * time.Second
 
 func (p *plain) Begin() error { return nil }
 
