@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -52,6 +53,7 @@ type App struct {
 	changelogs         map[string]bool
 	txnID              string
 	dir                string
+	threads            int // num.stream.threads, resolved
 
 	stats   Stats
 	status  status
@@ -127,7 +129,10 @@ func New(t *topology.Topology, opts ...Opt) (*App, error) {
 	if err := errors.Join(err, cfg.validate()); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, built: built, plan: built.Plan(), log: cfg.logger}
+	a := &App{cfg: cfg, built: built, plan: built.Plan(), log: cfg.logger, threads: cfg.threads}
+	if a.threads == 0 {
+		a.threads = runtime.GOMAXPROCS(0)
+	}
 	a.stats.ProcessLatency, a.stats.CommitLatency, a.stats.EndToEndLatency = newHistogram(), newHistogram(), newHistogram()
 	return a, nil
 }
@@ -462,7 +467,7 @@ type instance struct {
 	inTxn       bool
 	txnStart    time.Time
 	uncommitted int64
-	sent        int // records produced in the open transaction (loop only)
+	sent        atomic.Bool // something was produced in the open transaction
 
 	// standby follows the changelogs of wantStandby, minus the tasks
 	// open here (standby.go).
@@ -564,7 +569,9 @@ func (in *instance) takeEvents() []event {
 // send produces inside the current transaction, remembering the first
 // failure so that the transaction aborts instead of committing a gap.
 func (in *instance) send(r *kgo.Record, promise func(*kgo.Record, error)) {
-	in.sent++
+	if !in.sent.Load() {
+		in.sent.Store(true) // once per transaction: the tasks' goroutines share it
+	}
 	if promise == nil {
 		// Most records: no closure to allocate.
 		in.sess.Produce(context.Background(), r, in.onProduced)
@@ -595,7 +602,8 @@ func (in *instance) loop(ctx context.Context) error {
 			if err := in.sess.Begin(); err != nil {
 				return err
 			}
-			in.inTxn, in.txnStart, in.sent = true, time.Now(), 0
+			in.inTxn, in.txnStart = true, time.Now()
+			in.sent.Store(false)
 		}
 		if ctx.Err() != nil {
 			_, err := in.end(true, AbortShutdown)
@@ -664,28 +672,8 @@ func (in *instance) loop(ctx context.Context) error {
 			}
 			batches[id] = append(batches[id], fp.Records)
 		})
-		for _, id := range order {
-			if perr != nil {
-				break
-			}
-			t := in.tasks[id]
-			start := time.Now()
-			n, err := processMerged(t, batches[id])
-			if n > 0 {
-				// One clock read per batch: the average per record,
-				// and each record's age when its outputs went out.
-				now := time.Now()
-				in.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
-				var ages histBatch
-				for _, p := range batches[id] {
-					for _, r := range p {
-						ages.add(max(now.Sub(r.Timestamp), 0))
-					}
-				}
-				in.a.stats.EndToEndLatency.observeBatch(&ages)
-			}
-			in.uncommitted += int64(n)
-			perr = err
+		if perr == nil {
+			perr = in.process(order, batches)
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) > 0 {
@@ -718,6 +706,83 @@ func (in *instance) loop(ctx context.Context) error {
 	}
 }
 
+// process runs each task over its batch of the poll: in order on the loop's
+// goroutine, or with num.stream.threads > 1 on up to that many goroutines at
+// once, each task on one of them. The loop waits for all, so the tasks are
+// the loop's again afterwards. The error is the first task's in order.
+func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record) error {
+	type result struct {
+		n   int
+		err error
+	}
+	// The largest batches first, taken by whichever goroutine is free, so
+	// that none is left with the longest at the end.
+	size := func(id task.ID) (n int) {
+		for _, p := range batches[id] {
+			n += len(p)
+		}
+		return n
+	}
+	slices.SortStableFunc(order, func(a, b task.ID) int { return size(b) - size(a) })
+	results := make([]result, len(order))
+	var failed atomic.Bool
+	parallel(len(order), in.a.threads, func(i int) {
+		if failed.Load() {
+			return // the transaction aborts: spare the other tasks
+		}
+		id := order[i]
+		start := time.Now()
+		n, err := processMerged(in.tasks[id], batches[id])
+		if n > 0 {
+			// One clock read per batch: the average per record, and
+			// each record's age when its outputs went out.
+			now := time.Now()
+			in.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
+			var ages histBatch
+			for _, p := range batches[id] {
+				for _, r := range p {
+					ages.add(max(now.Sub(r.Timestamp), 0))
+				}
+			}
+			in.a.stats.EndToEndLatency.observeBatch(&ages)
+		}
+		results[i] = result{n, err}
+		if err != nil {
+			failed.Store(true)
+		}
+	})
+	for _, r := range results {
+		in.uncommitted += int64(r.n)
+		if r.err != nil {
+			return r.err
+		}
+	}
+	return nil
+}
+
+// parallel calls fn(i) once for every i < n, on up to workers goroutines
+// (the caller's among them), and returns when all calls have.
+func parallel(n, workers int, fn func(i int)) {
+	if workers = min(workers, n); workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			fn(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
 // processMerged processes a task's fetched partitions merged by record
 // timestamp (ties: the earlier partition in the fetch), each partition in
 // its own order, and returns how many records it processed.
@@ -730,6 +795,7 @@ func processMerged(t *task.Task, parts [][]*kgo.Record) (int, error) {
 		}
 		return len(parts[0]), nil
 	}
+	parts = slices.Clone(parts) // the caller's stay whole
 	n := 0
 	for {
 		next := -1
@@ -760,14 +826,14 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 	}
 	in.inTxn = false
 	start := time.Now()
-	var flushErr error
-	for _, t := range in.tasks {
-		if err := t.Flush(); err != nil {
-			flushErr = errors.Join(flushErr, err)
-			commit, cause = false, AbortFlush
-		}
+	tasks := in.allTasks()
+	flushErrs := make([]error, len(tasks))
+	parallel(len(tasks), in.a.threads, func(i int) { flushErrs[i] = tasks[i].Flush() })
+	flushErr := errors.Join(flushErrs...)
+	if flushErr != nil {
+		commit, cause = false, AbortFlush
 	}
-	if commit && cause != AbortShutdown && len(in.closing) == 0 && in.sent == 0 && in.uncommitted == 0 && in.clean() {
+	if commit && cause != AbortShutdown && len(in.closing) == 0 && !in.sent.Load() && in.uncommitted == 0 && in.clean() {
 		// Nothing polled, produced or staged: there is nothing to
 		// commit, so the transaction stays open for the next period.
 		// Ending it empty would also cost the next commit up to 500ms:
@@ -797,10 +863,11 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 	in.prodErr = nil
 	in.prodMu.Unlock()
 	if committed {
-		for _, t := range in.tasks {
-			if cerr := t.Commit(); cerr != nil {
-				return true, cerr
-			}
+		// Each task applies its stage to its own engines.
+		commitErrs := make([]error, len(tasks))
+		parallel(len(tasks), in.a.threads, func(i int) { commitErrs[i] = tasks[i].Commit() })
+		if cerr := errors.Join(commitErrs...); cerr != nil {
+			return true, cerr
 		}
 		in.a.stats.Commits.Add(1)
 		in.a.status.processed(in.tasks)
@@ -931,7 +998,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 	t, err := task.New(id, sub, in.a.plan, task.Config{
 		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
 		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
-		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout,
+		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout, FoldUpdates: in.a.cfg.foldUpdates,
 		OnLate:  func() { in.a.stats.Late.Add(1) },
 		Globals: in.a.globals,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {

@@ -39,6 +39,8 @@ type config struct {
 	hooks            []kgo.Hook
 	endpoint         string        // application.server, see AdvertisedEndpoint
 	standby          standbyConfig // num.standby.replicas and warm-up, see standby.go
+	threads          int           // num.stream.threads; 0: GOMAXPROCS
+	foldUpdates      bool          // fold.updates
 }
 
 func defaultConfig() config {
@@ -71,6 +73,9 @@ func (c *config) validate() error {
 	}
 	if c.stateDir == "" {
 		errs = append(errs, errors.New("processor: state.dir is required"))
+	}
+	if c.threads < 0 {
+		errs = append(errs, fmt.Errorf("processor: num.stream.threads must not be negative, got %d", c.threads))
 	}
 	errs = append(errs, validateEndpoint(c.endpoint), c.standby.validate())
 	return errors.Join(errs...)
@@ -138,6 +143,31 @@ func DeadLetterTopic(topic string) Opt { return opt(func(c *config) { c.deadLett
 // Set it to the smallest max.message.bytes of the output topics. Default
 // 1048588, Kafka's default.
 func MaxRecordBytes(n int) Opt { return opt(func(c *config) { c.maxRecordBytes = n }) }
+
+// StreamThreads sets num.stream.threads: how many of the instance's tasks
+// process their records at the same time, each task on one goroutine at a
+// time and in its own order. Unlike Kafka Streams' threads they are not group
+// members of their own: the instance stays one member with one transaction,
+// and the goroutines work through each poll's tasks between its commits.
+// The functions given to the DSL may therefore run concurrently for
+// different partitions, as under Kafka Streams with several threads; a
+// Processor (and its state) belongs to one task. Default 0: GOMAXPROCS, the
+// cores the Go runtime uses.
+func StreamThreads(n int) Opt { return opt(func(c *config) { c.threads = n }) }
+
+// FoldUpdates sets fold.updates: the updates that an aggregation (Count,
+// Aggregate, Reduce) makes to a cached store (the default; see
+// topology.WithoutCache) are held back and forwarded when the instance
+// commits, one per key and commit, carrying the key's old value before the
+// first of them and its new value after the last. This is what Kafka
+// Streams' record cache does by default: fewer records downstream and in the
+// output topics, at the price of intermediate values and of latency up to
+// commit.interval. Under exactly_once that price is small, since nothing is
+// visible downstream before the commit anyway. Topologies with event time
+// (windows, joins in windows, event-time timers) forward every update
+// regardless: held updates would meet the watermark later than their
+// records did. Default false: every update is forwarded at once.
+func FoldUpdates(on bool) Opt { return opt(func(c *config) { c.foldUpdates = on }) }
 
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }

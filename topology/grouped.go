@@ -157,12 +157,18 @@ func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K
 		return Table[K, A]{t: t, n: g.s.n}
 	}
 	s := g.prepare(m.Name(), m.ks)
-	n := t.add(&exec.Node{
+	node := &exec.Node{
 		Name:   t.name(m.Name()+"-"+kind, strings.ToUpper(kind)),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New:    func() exec.Processor { return &updateProc[K, V, A]{m: m, fn: fn} },
-	}, s.n)
+	}
+	if m.spec.Cache {
+		// A cached store's updates may fold until the commit, as in
+		// Kafka Streams (processor.FoldUpdates).
+		node.FoldKey = func(dst []byte, k any) ([]byte, error) { return serde.AppendEncode(m.ks, dst, k.(K)) }
+	}
+	n := t.add(node, s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 

@@ -37,6 +37,8 @@ const (
 	keyCommitInterval  = "commit.interval"
 	keyStateDir        = "state.dir"
 	keyStandbyReplicas = "num.standby.replicas"
+	keyStreamThreads   = "num.stream.threads"
+	keyFoldUpdates     = "fold.updates"
 	keyInstanceID      = "group.instance.id"
 	keyMaxRecordBytes  = "max.record.bytes"
 	keyIdleTimeout     = "idle.timeout"
@@ -60,6 +62,8 @@ var appKeys = []struct{ key, flag string }{
 	{keyGuarantee, "guarantee"},
 	{keyCommitInterval, "commit-interval"},
 	{keyStateDir, "state-dir"},
+	{keyStreamThreads, "stream-threads"},
+	{keyFoldUpdates, "fold-updates"},
 	{keyStandbyReplicas, "standby-replicas"},
 	{keyAcceptableLag, "acceptable-recovery-lag"},
 	{keyMaxWarmups, "max-warmup-replicas"},
@@ -110,6 +114,8 @@ func addAppFlags(cmd *cobra.Command) {
 	f.String("guarantee", txn.ExactlyOnce.String(), "processing.guarantee: exactly_once, at_least_once or at_most_once")
 	f.Duration("commit-interval", defaultCommitInterval, "commit.interval: how often the instance commits its transaction")
 	f.String("state-dir", defaultStateDir(), "state.dir: root `directory` of the local state stores")
+	f.Int("stream-threads", 0, "num.stream.threads: tasks processing at the same time, each on one goroutine, within the instance's one transaction (0: one per CPU, GOMAXPROCS)")
+	f.Bool("fold-updates", false, "fold.updates: forward an aggregation's updates at the commit, one per key (Kafka Streams' record cache), instead of each at once")
 	f.Int("standby-replicas", 0, "num.standby.replicas: other instances keeping a copy of each stateful task's stores, following its changelogs, so a failover restores only the tail")
 	f.Int("acceptable-recovery-lag", defaultAcceptableLag, "acceptable.recovery.lag: changelog offsets a copy may lag the best one and still take its task over; further behind, it warms up first")
 	f.Int("max-warmup-replicas", defaultMaxWarmups, "max.warmup.replicas: warm-up copies the group keeps at once while tasks wait to move")
@@ -133,6 +139,8 @@ type appConfig struct {
 	CommitInterval  time.Duration
 	StateDir        string
 	StandbyReplicas int
+	StreamThreads   int
+	FoldUpdates     bool
 	AcceptableLag   int
 	MaxWarmups      int
 	ProbeInterval   time.Duration
@@ -187,6 +195,8 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyCommitInterval, defaultCommitInterval)
 	v.SetDefault(keyStateDir, defaultStateDir())
 	v.SetDefault(keyStandbyReplicas, 0)
+	v.SetDefault(keyStreamThreads, 0)
+	v.SetDefault(keyFoldUpdates, false)
 	v.SetDefault(keyAcceptableLag, defaultAcceptableLag)
 	v.SetDefault(keyMaxWarmups, defaultMaxWarmups)
 	v.SetDefault(keyProbeInterval, defaultProbeInterval)
@@ -220,6 +230,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		IdleTimeout:     r.duration(keyIdleTimeout, true),
 		StateDir:        r.str(keyStateDir),
 		StandbyReplicas: r.nonNegInt(keyStandbyReplicas),
+		StreamThreads:   r.nonNegInt(keyStreamThreads),
 		AcceptableLag:   r.nonNegInt(keyAcceptableLag),
 		MaxWarmups:      r.nonNegInt(keyMaxWarmups),
 		ProbeInterval:   r.duration(keyProbeInterval, false),
@@ -229,6 +240,13 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		AppServer:       r.str(keyAppServer),
 		HTTPAddress:     r.str(keyHTTPAddress),
 		LogFormat:       strings.ToLower(r.str(keyLogFormat)),
+	}
+	if s := r.str(keyFoldUpdates); !r.failed(keyFoldUpdates) {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			r.fail(keyFoldUpdates, strconv.Quote(s), errors.New("want true or false"))
+		}
+		c.FoldUpdates = b
 	}
 	if s := r.str(keyLogLevel); !r.failed(keyLogLevel) {
 		if err := c.LogLevel.UnmarshalText([]byte(s)); err != nil {
@@ -294,6 +312,8 @@ func (c appConfig) opts() []processor.Opt {
 	return []processor.Opt{
 		processor.ApplicationID(c.AppID),
 		processor.StandbyReplicas(c.StandbyReplicas),
+		processor.StreamThreads(c.StreamThreads),
+		processor.FoldUpdates(c.FoldUpdates),
 		processor.AcceptableRecoveryLag(int64(c.AcceptableLag)),
 		processor.MaxWarmupReplicas(c.MaxWarmups),
 		processor.ProbingRebalanceInterval(c.ProbeInterval),

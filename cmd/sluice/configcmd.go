@@ -30,6 +30,8 @@ func newConfigCmd() *cobra.Command {
 				keyCommitInterval:   c.CommitInterval.String(),
 				keyStateDir:         c.StateDir,
 				keyStandbyReplicas:  strconv.Itoa(c.StandbyReplicas),
+				keyStreamThreads:    strconv.Itoa(c.StreamThreads),
+				keyFoldUpdates:      strconv.FormatBool(c.FoldUpdates),
 				keyAcceptableLag:    strconv.Itoa(c.AcceptableLag),
 				keyMaxWarmups:       strconv.Itoa(c.MaxWarmups),
 				keyProbeInterval:    c.ProbeInterval.String(),

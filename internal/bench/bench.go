@@ -403,18 +403,18 @@ func scenarioList() []scenario {
 			topology.To(s, "out", serde.Bytes, serde.Bytes)
 			return t
 		}), covers: oneEach, verify: verifyOnePerInput(func(v []byte) []byte { return v[:len(v)-1] })},
-		{name: "count", input: keyed, note: "count per key, Pebble store with changelog", run: runTopology(func() *topology.Topology {
+		{name: "count", input: keyed, note: "count per key, Pebble store with changelog, updates folded per commit under exactly_once", run: foldingUnderEOS(func() *topology.Topology {
 			t := topology.New()
 			s := topology.From(t, "in", serde.String, serde.Bytes)
 			c := topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
 			topology.To(topology.ToStream(c), "out", serde.String, serde.Int64Text)
 			return t
-		}), covers: runningCount, verify: verifyCounts("out", keyCounts)},
+		}), covers: runningCount, verify: verifyCounts("out", keyCounts, true)},
 		{name: "windowed", input: timedKeyed, note: "count per key in 1-minute tumbling windows, watermark 5 s behind, EmitFinal, Pebble window store",
 			run: runTopology(windowedTopology), verify: verifyWindowed},
-		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic", run: runTopology(func() *topology.Topology {
+		{name: "wordcount", input: lines, note: "input lines of ~4.5 words, through a repartition topic, updates folded per commit under exactly_once", run: foldingUnderEOS(func() *topology.Topology {
 			return examples.WordCount("in", "out", "dlq")
-		}), verify: verifyCounts("out", wordCounts)},
+		}), verify: verifyCounts("out", wordCounts, true)},
 		{name: "restore", input: unique, note: "a fresh instance restoring a count store of one changelog record per input record into Pebble",
 			prepare: prepareRestore, run: runRestore},
 		{name: "billing", input: bills, note: "JSON bills, half re-keyed through a repartition topic, 2 stores", run: runTopology(func() *topology.Topology {
@@ -468,6 +468,15 @@ func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(co
 			return nil, nil, err
 		}
 		return stop, app.Stats().Processed.Load, nil
+	}
+}
+
+// foldingUnderEOS is runTopology with processor.FoldUpdates under
+// exactly_once, where a reader sees no update before the commit anyway, and
+// every update forwarded under at_least_once, where it sees them at once.
+func foldingUnderEOS(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (func() error, func() int64, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
+		return runTopology(build, processor.FoldUpdates(g == txn.ExactlyOnce))(ctx, addrs, g, interval, dir, onExit)
 	}
 }
 

@@ -177,6 +177,12 @@ type Node struct {
 	// Stores names the stores the processor uses.
 	Stores []string
 
+	// Processor: FoldKey, if set, marks a node whose forwards are the
+	// updates of a table (exec.Change values) that the task may hold back
+	// and forward at its flush, one per key (Kafka Streams' record cache).
+	// It appends the bytes that tell the key apart to dst.
+	FoldKey func(dst []byte, k any) ([]byte, error)
+
 	// Sink: Encode turns key and value into bytes, carved from a where
 	// the serdes can append.
 	Encode func(a *Arena, k, v any) (key, value []byte, err error)

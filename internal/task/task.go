@@ -77,6 +77,13 @@ type Task struct {
 	out                             int64 // records its sinks produced
 	late                            int64
 
+	// folders are the nodes whose table updates the task folds until its
+	// flush, in topological order; unitUpdates (their keys in unitKeys)
+	// what the unit being processed forwarded to them (fold.go).
+	folders     []*nodeInst
+	unitUpdates []unitUpdate
+	unitKeys    []byte
+
 	// What the task produces is carved from chunks rather than allocated
 	// one by one: key and value bytes from arena, records from recs.
 	arena exec.Arena
@@ -129,6 +136,7 @@ func (t *Task) release() {
 		t.buf[i] = sent{}
 	}
 	t.buf = t.buf[:0]
+	t.keepUnitUpdates()
 }
 
 // rollback drops the unit: its writes and its records.
@@ -137,6 +145,7 @@ func (t *Task) rollback() {
 		t.stores[name].Rollback()
 	}
 	t.buffering = false
+	t.dropUnitUpdates()
 	clear(t.buf)
 	t.buf = t.buf[:0]
 }
@@ -212,6 +221,10 @@ type Config struct {
 	// OnLate, if set, is told of every record that arrived after its
 	// windows closed (for metrics).
 	OnLate func()
+	// FoldUpdates folds the updates of cached tables (exec.Node.FoldKey)
+	// until the flush: one update per key and commit goes downstream
+	// (fold.go). Ignored where the plan uses event time.
+	FoldUpdates bool
 	// IdleTimeout, if positive, excludes an input from the watermark after
 	// that long without records (see window.IdleTimeout): the one
 	// wall-clock input of event time.
@@ -274,6 +287,12 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		}
 		insts[n] = ni
 		t.nodes = append(t.nodes, ni)
+		if cfg.FoldUpdates && n.FoldKey != nil && !t.carryWM {
+			// Not with event time: held updates would meet the
+			// watermark later than their records did.
+			ni.fold = &fold{}
+			t.folders = append(t.folders, ni)
+		}
 		if n.Kind == exec.KindSource {
 			for _, topic := range n.Topics {
 				if n.Internal {
@@ -549,6 +568,9 @@ func (t *Task) Punctuate(typ exec.PunctuationType, now int64) error {
 // hands every store's folded writes to the changelog; called before the
 // transaction ends.
 func (t *Task) Flush() error {
+	if err := t.flushFolds(); err != nil {
+		return err
+	}
 	t.announce()
 	if err := t.saveTime(); err != nil {
 		return err
@@ -605,6 +627,7 @@ func (t *Task) Abort() {
 	t.clMu.Lock()
 	t.clOffsets = map[string]int64{}
 	t.clMu.Unlock()
+	t.dropFolds()
 	for _, name := range t.order {
 		t.stores[name].Abort()
 	}
@@ -647,6 +670,7 @@ type nodeInst struct {
 	topic    string // sinks: the runtime topic
 	// sources: the stores whose changelog is this source's topic
 	changelogOf []string
+	fold        *fold // the updates it holds back, with Config.FoldUpdates
 }
 
 func (n *nodeInst) forward(r exec.Record) error {
@@ -684,6 +708,9 @@ func (n *nodeInst) receive(r exec.Record) error {
 // Forward passes r on. Inside a watermark listener, each forward of the
 // listener's own is a unit of its own (Task.fire).
 func (n *nodeInst) Forward(r exec.Record) error {
+	if n.fold != nil {
+		return n.t.hold(n, r)
+	}
 	if n.t.firing && !n.t.buffering {
 		return n.t.fire(n, r.Timestamp, func() error { return n.forward(r) })
 	}
