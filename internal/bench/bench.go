@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -64,6 +65,11 @@ type Result struct {
 	// scenario ran more than once; PerSecond is their median.
 	RunsPerSecond []float64 `json:"runs_records_per_second,omitempty"`
 	Note          string    `json:"note,omitempty"`
+	// CPUMicrosPerRecord is the CPU time (user and system) the whole
+	// process spent in the timed run, the in-process broker included, per
+	// input record: steadier than the rate when the machine is shared, and
+	// the measure of cost when, as here, the run keeps every core busy.
+	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
 	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
 	// in-process broker included; set only when the scenario ran in a
 	// process of its own.
@@ -237,6 +243,15 @@ func measure(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Res
 	return res, nil
 }
 
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // peakRSS reads VmHWM from /proc/self/status; 0 where there is none.
 func peakRSS() int64 {
 	b, err := os.ReadFile("/proc/self/status")
@@ -273,6 +288,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 			return Result{}, fmt.Errorf("prepare: %w", err)
 		}
 	}
+	cpu0 := cpuTime()
 	start := time.Now()
 	wctx, stopWaiting := context.WithCancelCause(ctx)
 	defer stopWaiting(nil)
@@ -286,7 +302,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	if werr != nil && context.Cause(wctx) != nil {
 		werr = context.Cause(wctx)
 	}
-	took := time.Since(start)
+	took, cpu := time.Since(start), cpuTime()-cpu0
 	if serr := stop(); werr == nil {
 		werr = serr
 	}
@@ -305,6 +321,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		Scenario: sc.name, Guarantee: g.String(), Records: len(recs),
 		Seconds: took.Seconds(), PerSecond: float64(len(recs)) / took.Seconds(),
 		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: note,
+		CPUMicrosPerRecord: float64(cpu.Microseconds()) / float64(len(recs)),
 	}, nil
 }
 
