@@ -203,6 +203,13 @@ func (s *Staged) lookup(key []byte) (int, bool) {
 	return i, ok
 }
 
+// Last returns the position of the entry of the key last read or written.
+// After a Put or Delete it is that key's, and it names the key alone until
+// the next Commit or Abort, or the Rollback of the unit that wrote the key
+// first: a caller may keep something of its own per key by position for
+// that long, without a map of its own (task folding does).
+func (s *Staged) Last() int { return s.last }
+
 // Put stages value under key, copying both. A nil value deletes key.
 func (s *Staged) Put(key, value []byte) error {
 	if value == nil {

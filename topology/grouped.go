@@ -166,7 +166,7 @@ func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K
 	if m.spec.Cache {
 		// A cached store's updates may fold until the commit, as in
 		// Kafka Streams (processor.FoldUpdates).
-		node.FoldKey = func(dst []byte, k any) ([]byte, error) { return serde.AppendEncode(m.ks, dst, k.(K)) }
+		node.FoldStore = m.Name()
 	}
 	n := t.add(node, s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}

@@ -177,11 +177,12 @@ type Node struct {
 	// Stores names the stores the processor uses.
 	Stores []string
 
-	// Processor: FoldKey, if set, marks a node whose forwards are the
+	// Processor: FoldStore, if set, marks a node whose forwards are the
 	// updates of a table (exec.Change values) that the task may hold back
 	// and forward at its flush, one per key (Kafka Streams' record cache).
-	// It appends the bytes that tell the key apart to dst.
-	FoldKey func(dst []byte, k any) ([]byte, error)
+	// It names the store the node writes each key to right before it
+	// forwards the key's update: the store's entry tells the keys apart.
+	FoldStore string
 
 	// Sink: Encode turns key and value into bytes, carved from a where
 	// the serdes can append.

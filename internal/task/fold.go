@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/store"
 )
 
 // Folding table updates (Config.FoldUpdates), Kafka Streams' record cache
 // on the forwarding side: a node whose forwards are the updates of a table
-// (exec.Node.FoldKey) holds them back, one per key, and forwards them at the
+// (exec.Node.FoldStore) holds them back, one per key, and forwards them at the
 // task's flush, each as a unit of its own. The held update of a key carries
 // the old value of the first update since the last flush and the rest of the
 // last one (new value, timestamp, headers), so downstream sees the same
@@ -20,62 +21,60 @@ import (
 
 // fold is one folding node's held updates, in the order their keys were
 // first updated since the last flush (the order they are forwarded in).
+// A key is told apart by the position of its entry in the store the node
+// writes it to right before it forwards (exec.Node.FoldStore): that saves
+// a map of keys of its own, the cost of which is a cache miss per record.
 type fold struct {
-	index   map[string]int // key bytes → updates
+	store   *store.Staged
+	slot    []int32 // entry position → 1 + index in updates; 0: none
 	updates []heldUpdate
 }
 
 type heldUpdate struct {
 	r   exec.Record // the last update, its Value an exec.Change
 	old any         // the old value of the first update (nil: absent)
+	pos int         // the key's entry in store
 }
 
-// unitUpdate is an update forwarded by the unit being processed; its key
-// bytes are unitKeys[from:to].
+// unitUpdate is an update forwarded by the unit being processed, of the
+// key at pos.
 type unitUpdate struct {
-	n        *nodeInst
-	r        exec.Record
-	from, to int
+	n   *nodeInst
+	r   exec.Record
+	pos int
 }
 
-// hold takes an update forwarded by a folding node. Its key is encoded
-// here, so that a key that fails to encode fails the unit.
+// hold takes an update forwarded by a folding node.
 func (t *Task) hold(n *nodeInst, r exec.Record) error {
 	if _, ok := r.Value.(exec.Change); !ok {
 		return fmt.Errorf("processor: %s folds table updates, but forwarded a %T", n.node.Name, r.Value)
 	}
-	from := len(t.unitKeys)
-	kb, err := n.node.FoldKey(t.unitKeys, r.Key)
-	if err != nil {
-		return fmt.Errorf("processor: %s: fold key: %w", n.node.Name, err)
-	}
-	t.unitKeys = kb
+	pos := n.fold.store.Last()
 	if !t.buffering {
-		n.fold.add(kb[from:], r)
-		t.unitKeys = t.unitKeys[:from]
+		n.fold.add(pos, r)
 		return nil
 	}
-	t.unitUpdates = append(t.unitUpdates, unitUpdate{n: n, r: r, from: from, to: len(kb)})
+	t.unitUpdates = append(t.unitUpdates, unitUpdate{n: n, r: r, pos: pos})
 	return nil
 }
 
-// add folds r, an update of the key kb, into the updates held for it.
-func (f *fold) add(kb []byte, r exec.Record) {
-	if i, ok := f.index[string(kb)]; ok {
-		f.updates[i].r = r
+// add folds r, an update of the key at pos, into the update held for it.
+func (f *fold) add(pos int, r exec.Record) {
+	if pos >= len(f.slot) {
+		f.slot = append(f.slot, make([]int32, pos+1-len(f.slot))...)
+	}
+	if i := f.slot[pos]; i > 0 {
+		f.updates[i-1].r = r
 		return
 	}
-	if f.index == nil {
-		f.index = map[string]int{}
-	}
-	f.index[string(kb)] = len(f.updates)
-	f.updates = append(f.updates, heldUpdate{r: r, old: r.Value.(exec.Change).Old})
+	f.updates = append(f.updates, heldUpdate{r: r, old: r.Value.(exec.Change).Old, pos: pos})
+	f.slot[pos] = int32(len(f.updates))
 }
 
 // keepUnitUpdates folds the released unit's updates in.
 func (t *Task) keepUnitUpdates() {
 	for _, u := range t.unitUpdates {
-		u.n.fold.add(t.unitKeys[u.from:u.to], u.r)
+		u.n.fold.add(u.pos, u.r)
 	}
 	t.dropUnitUpdates()
 }
@@ -83,7 +82,7 @@ func (t *Task) keepUnitUpdates() {
 // dropUnitUpdates forgets the unit's updates: kept or rolled back.
 func (t *Task) dropUnitUpdates() {
 	clear(t.unitUpdates)
-	t.unitUpdates, t.unitKeys = t.unitUpdates[:0], t.unitKeys[:0]
+	t.unitUpdates = t.unitUpdates[:0]
 }
 
 // flushFolds forwards every held update, the folding nodes in topological
@@ -117,7 +116,9 @@ func (t *Task) dropFolds() {
 }
 
 func (f *fold) drop() {
-	clear(f.index)
+	for _, u := range f.updates {
+		f.slot[u.pos] = 0
+	}
 	clear(f.updates)
 	f.updates = f.updates[:0]
 }

@@ -78,11 +78,10 @@ type Task struct {
 	late                            int64
 
 	// folders are the nodes whose table updates the task folds until its
-	// flush, in topological order; unitUpdates (their keys in unitKeys)
-	// what the unit being processed forwarded to them (fold.go).
+	// flush, in topological order; unitUpdates what the unit being
+	// processed forwarded to them (fold.go).
 	folders     []*nodeInst
 	unitUpdates []unitUpdate
-	unitKeys    []byte
 
 	// What the task produces is carved from chunks rather than allocated
 	// one by one: key and value bytes from arena, records from recs.
@@ -287,7 +286,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		}
 		insts[n] = ni
 		t.nodes = append(t.nodes, ni)
-		if cfg.FoldUpdates && n.FoldKey != nil && !t.carryWM {
+		if cfg.FoldUpdates && n.FoldStore != "" && !t.carryWM {
 			// Not with event time: held updates would meet the
 			// watermark later than their records did.
 			ni.fold = &fold{}
@@ -362,6 +361,12 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			r.Topic, r.Partition, r.Key, r.Value = topic, id.Partition, k, v
 			t.emit(r, promise)
 		})
+	}
+	for _, ni := range t.folders {
+		if ni.fold.store = t.stores[ni.node.FoldStore]; ni.fold.store == nil {
+			t.closeStores()
+			return nil, fmt.Errorf("processor: task %s: %s folds by store %q, which it does not have", id, ni.node.Name, ni.node.FoldStore)
+		}
 	}
 	return t, nil
 }
