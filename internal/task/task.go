@@ -220,7 +220,7 @@ type Config struct {
 	// OnLate, if set, is told of every record that arrived after its
 	// windows closed (for metrics).
 	OnLate func()
-	// FoldUpdates folds the updates of cached tables (exec.Node.FoldKey)
+	// FoldUpdates folds the updates of cached tables (exec.Node.FoldStore)
 	// until the flush: one update per key and commit goes downstream
 	// (fold.go). Ignored where the plan uses event time.
 	FoldUpdates bool
