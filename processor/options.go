@@ -155,10 +155,11 @@ func MaxRecordBytes(n int) Opt { return opt(func(c *config) { c.maxRecordBytes =
 // cores the Go runtime uses.
 func StreamThreads(n int) Opt { return opt(func(c *config) { c.threads = n }) }
 
-// FoldUpdates sets fold.updates: the updates that an aggregation (Count,
-// Aggregate, Reduce) makes to a cached store (the default; see
-// topology.WithoutCache) are held back and forwarded when the instance
-// commits, one per key and commit, carrying the key's old value before the
+// FoldUpdates sets fold.updates: the updates of tables kept in cached
+// stores (the default; see topology.WithoutCache), those of aggregations
+// (Count, Aggregate, Reduce and their table versions) and of tables read
+// from topics (TableFrom), are held back and forwarded when the instance
+// commits, one per key and commit (none for a key added and deleted since), carrying the key's old value before the
 // first of them and its new value after the last. This is what Kafka
 // Streams' record cache does by default: fewer records downstream and in the
 // output topics, at the price of intermediate values and of latency up to

@@ -157,18 +157,12 @@ func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K
 		return Table[K, A]{t: t, n: g.s.n}
 	}
 	s := g.prepare(m.Name(), m.ks)
-	node := &exec.Node{
+	n := t.add(m.folding(&exec.Node{
 		Name:   t.name(m.Name()+"-"+kind, strings.ToUpper(kind)),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New:    func() exec.Processor { return &updateProc[K, V, A]{m: m, fn: fn} },
-	}
-	if m.spec.Cache {
-		// A cached store's updates may fold until the commit, as in
-		// Kafka Streams (processor.FoldUpdates).
-		node.FoldStore = m.Name()
-	}
-	n := t.add(node, s.n)
+	}), s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 

@@ -99,6 +99,16 @@ func (kv *KV[K, V]) encode(k K, v *V) (kb, vb []byte, err error) {
 	return b[:n:n], vb, nil
 }
 
+// folding marks n, a node that writes each key to the store right before it
+// forwards the key's update, as one whose updates may fold until the commit
+// when the store is cached, as in Kafka Streams (processor.FoldUpdates).
+func (m Materialization[K, V]) folding(n *exec.Node) *exec.Node {
+	if m.spec.Cache {
+		n.FoldStore = m.Name()
+	}
+	return n
+}
+
 // Open returns the store in the task that ctx belongs to. Call it in Init.
 func (m Materialization[K, V]) Open(ctx interface{ execContext() exec.Context }) *KV[K, V] {
 	return &KV[K, V]{s: ctx.execContext().Store(m.spec.Name), ks: m.ks, vs: m.vs}

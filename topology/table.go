@@ -25,12 +25,12 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 	// only what decodes, as processing does.
 	m.spec.Source = topic
 	m.spec.SourceAccepts = func(k, v []byte) bool { _, _, err := dec(k, v); return err == nil }
-	n := t.add(&exec.Node{
+	n := t.add(m.folding(&exec.Node{
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New:    func() exec.Processor { return &tableSourceProc[K, V]{m: m} },
-	}, src)
+	}), src)
 	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
@@ -201,14 +201,14 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 	if !m.register(t) {
 		return Table[K, A]{t: t, n: g.s.n}
 	}
-	n := t.add(&exec.Node{
+	n := t.add(m.folding(&exec.Node{
 		Name:   t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New: func() exec.Processor {
 			return &tableAggProc[K, V, A]{m: m, init: init, add: add, subtract: subtract}
 		},
-	}, g.s.n)
+	}), g.s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 

@@ -96,7 +96,11 @@ func (t *Task) flushFolds() error {
 		for i := range f.updates {
 			u := &f.updates[i]
 			r := u.r
-			r.Value = exec.Change{Old: u.old, New: r.Value.(exec.Change).New}
+			ch := exec.Change{Old: u.old, New: r.Value.(exec.Change).New}
+			if ch.Old == nil && ch.New == nil {
+				continue // added and deleted since the last flush: no change
+			}
+			r.Value = ch
 			if err := t.fire(n, r.Timestamp, func() error { return n.forward(r) }); err != nil {
 				f.drop()
 				return err

@@ -106,3 +106,49 @@ func TestFoldHoldsUpdatesUntilFlush(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldTableSource folds a table read from a topic: a key added and
+// deleted within one commit forwards nothing at the flush, a key updated
+// twice forwards its last value; without folding every update goes.
+func TestFoldTableSource(t *testing.T) {
+	for _, fold := range []bool{true, false} {
+		t.Run("fold="+strconv.FormatBool(fold), func(t *testing.T) {
+			top := topology.New()
+			tb := topology.TableFrom(top, "rows", topology.Materialized("rows", serde.String, serde.String))
+			topology.To(topology.ToStream(tb), "out", serde.String, serde.String)
+			built, err := top.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := built.Plan()
+			d := &discard{keep: []*kgo.Record{}}
+			tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "fold", StateDir: t.TempDir(), Send: d.send, FoldUpdates: fold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tk.Init(); err != nil {
+				t.Fatal(err)
+			}
+			defer tk.Close()
+			for i, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"a", ""}, {"b", "2"}} {
+				r := &kgo.Record{Topic: "rows", Key: []byte(kv[0]), Offset: int64(i), Timestamp: time.UnixMilli(int64(i))}
+				if kv[1] != "" {
+					r.Value = []byte(kv[1])
+				}
+				if err := tk.Process(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tk.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"b=2"}
+			if !fold {
+				want = []string{"a=1", "b=1", "a=", "b=2"}
+			}
+			if got := outputs(d); !slices.Equal(got, want) {
+				t.Errorf("outputs %v, want %v", got, want)
+			}
+		})
+	}
+}
