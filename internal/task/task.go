@@ -52,6 +52,11 @@ type Task struct {
 	buf       []sent
 	curNode   *exec.Node           // innermost node running, to blame a panic on
 	sources   map[string]*nodeInst // runtime topic name → source
+	// the topic of the last record processed, its source and its first
+	// watermark input (see Process)
+	lastTopic string
+	lastSrc   *nodeInst
+	lastInput int
 	nodes     []*nodeInst
 	// the processors that listen to event time and to processing time
 	onWatermark, onProcessingTime []*nodeInst
@@ -403,9 +408,14 @@ func (t *Task) Init() error {
 // is never committed; Continue skips it; DeadLetter writes the original
 // record to the dead-letter topic.
 func (t *Task) Process(r *kgo.Record) error {
-	src := t.sources[r.Topic]
-	if src == nil {
-		return fmt.Errorf("processor: task %s got a record of topic %q it does not read", t.id, r.Topic)
+	// A task's records come from one topic at a time, mostly: the last
+	// one's source spares a map lookup per record.
+	src := t.lastSrc
+	if src == nil || r.Topic != t.lastTopic {
+		if src = t.sources[r.Topic]; src == nil {
+			return fmt.Errorf("processor: task %s got a record of topic %q it does not read", t.id, r.Topic)
+		}
+		t.lastTopic, t.lastSrc, t.lastInput = r.Topic, src, t.clock.base[r.Topic]
 	}
 	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
 	defer func() { t.cur = recordMeta{} }()
@@ -466,7 +476,7 @@ func (t *Task) Process(r *kgo.Record) error {
 		return t.failed(class, node, src.node, r, err)
 	}
 	t.release()
-	t.observe(src.node, r.Topic, ts)
+	t.observe(src.node, t.lastInput, ts)
 	if t.streamTime > prevStreamTime {
 		if err := t.Punctuate(exec.StreamTime, ts); err != nil {
 			return err

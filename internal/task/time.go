@@ -116,14 +116,14 @@ func (t *Task) timestamp(src *exec.Node, k, v any, r *kgo.Record) (ts int64, err
 	return r.Timestamp.UnixMilli(), nil
 }
 
-// observe feeds an accepted record's timestamp to its input's watermark.
+// observe feeds an accepted record's timestamp to the watermark of input i,
+// its topic's.
 // Records of repartition topics carry no watermark of their own: their
 // writers announce it.
-func (t *Task) observe(src *exec.Node, topic string, ts int64) {
+func (t *Task) observe(src *exec.Node, i int, ts int64) {
 	if src.Internal || src.Table {
 		return
 	}
-	i := t.clock.base[topic]
 	s := src.Watermark
 	if s == nil {
 		s = window.Monotonous()
