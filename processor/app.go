@@ -468,6 +468,7 @@ type instance struct {
 	txnStart    time.Time
 	uncommitted int64
 	sent        atomic.Bool // something was produced in the open transaction
+	pollMax     int         // records the next poll may take (boundPolls)
 
 	// standby follows the changelogs of wantStandby, minus the tasks
 	// open here (standby.go).
@@ -480,7 +481,7 @@ type instance struct {
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
-	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, closing: map[task.ID]bool{}}
+	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, closing: map[task.ID]bool{}, pollMax: firstPoll}
 	in.onProduced = in.produced
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
@@ -610,7 +611,7 @@ func (in *instance) loop(ctx context.Context) error {
 			return err
 		}
 		pctx, cancel := context.WithDeadline(ctx, in.txnStart.Add(interval))
-		fs := in.sess.PollFetches(pctx)
+		fs := in.sess.PollRecords(pctx, in.pollMax)
 		cancel()
 		if fs.IsClientClosed() {
 			return nil
@@ -673,7 +674,10 @@ func (in *instance) loop(ctx context.Context) error {
 			batches[id] = append(batches[id], fp.Records)
 		})
 		if perr == nil {
-			perr = in.process(order, batches)
+			start := time.Now()
+			var n int
+			n, perr = in.process(order, batches)
+			in.boundPolls(n, time.Since(start))
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) > 0 {
@@ -710,7 +714,7 @@ func (in *instance) loop(ctx context.Context) error {
 // goroutine, or with num.stream.threads > 1 on up to that many goroutines at
 // once, each task on one of them. The loop waits for all, so the tasks are
 // the loop's again afterwards. The error is the first task's in order.
-func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record) error {
+func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (int, error) {
 	type result struct {
 		n   int
 		err error
@@ -751,13 +755,35 @@ func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record
 			failed.Store(true)
 		}
 	})
+	n := 0
 	for _, r := range results {
-		in.uncommitted += int64(r.n)
+		n += r.n
 		if r.err != nil {
-			return r.err
+			in.uncommitted += int64(n)
+			return n, r.err
 		}
 	}
-	return nil
+	in.uncommitted += int64(n)
+	return n, nil
+}
+
+// firstPoll bounds the first poll of a session, before the instance knows
+// how fast it processes: Kafka Streams' max.poll.records.
+const firstPoll = 1000
+
+// boundPolls sets how many records the next poll may take from how fast
+// the last n took: as many as take a quarter of the transaction timeout
+// (and of the rebalance timeout, within which a member must rejoin). A
+// transaction holds every record of its polls, so one poll that took
+// longer than the timeout would abort on the broker, and so would every
+// retry of it: the instance could never get past a backlog of slow records.
+// A fast job polls everything buffered, as before.
+func (in *instance) boundPolls(n int, took time.Duration) {
+	if n == 0 || took <= 0 {
+		return
+	}
+	budget := min(in.a.cfg.txnTimeout, in.a.cfg.rebalanceTimeout) / 4
+	in.pollMax = int(min(max(1, float64(n)*float64(budget)/float64(took)), 1<<30))
 }
 
 // parallel calls fn(i) once for every i < n, on up to workers goroutines

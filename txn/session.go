@@ -15,6 +15,10 @@ import (
 type Session interface {
 	// PollFetches polls the group (read_committed).
 	PollFetches(ctx context.Context) kgo.Fetches
+	// PollRecords polls at most max records (all buffered if max <= 0),
+	// leaving the rest buffered for the next poll; only what it returns
+	// counts as polled.
+	PollRecords(ctx context.Context, max int) kgo.Fetches
 	// Begin starts a commit period; produce only between Begin and End.
 	Begin() error
 	// Produce sends r in the current period; promise reports its fate.
@@ -57,6 +61,9 @@ func NewSession(g Guarantee, transactionalID string, opts ...kgo.Opt) (Session, 
 type eos struct{ s *kgo.GroupTransactSession }
 
 func (e *eos) PollFetches(ctx context.Context) kgo.Fetches { return e.s.PollFetches(ctx) }
+func (e *eos) PollRecords(ctx context.Context, max int) kgo.Fetches {
+	return e.s.PollRecords(ctx, max)
+}
 func (e *eos) Begin() error                                { return e.s.Begin() }
 func (e *eos) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	e.s.Produce(ctx, r, promise)
@@ -78,8 +85,10 @@ type plain struct {
 	prodErr error
 }
 
-func (p *plain) PollFetches(ctx context.Context) kgo.Fetches {
-	fs := p.cl.PollFetches(ctx)
+func (p *plain) PollFetches(ctx context.Context) kgo.Fetches { return p.PollRecords(ctx, 0) }
+
+func (p *plain) PollRecords(ctx context.Context, max int) kgo.Fetches {
+	fs := p.cl.PollRecords(ctx, max)
 	if p.atMostOnce && !fs.Empty() {
 		// Commit before processing: a crash now loses these records.
 		// The commit has a context of its own, as the poll's may be
