@@ -53,6 +53,27 @@ func produceTo(t *testing.T, addrs []string, topic string, p int32, values ...st
 	}
 }
 
+// readOutput reads topic's committed records, within 30s.
+func readOutput(t *testing.T, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := readback.ReadCommitted(ctx, addrs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// values returns the records' values as strings.
+func values(recs []*kgo.Record) []string {
+	vs := make([]string, len(recs))
+	for i, r := range recs {
+		vs[i] = string(r.Value)
+	}
+	return vs
+}
+
 // TestStatelessInputsMayGrow adds partitions to the input of a stateless
 // topology while it runs: the records on the new partitions are processed,
 // exactly once.
@@ -84,18 +105,7 @@ func TestStatelessInputsMayGrow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	recs, err := readback.ReadCommitted(ctx, addrs, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range recs {
-		if !r.Attrs.IsControl() {
-			got = append(got, string(r.Value))
-		}
-	}
+	got := values(readOutput(t, addrs, out))
 	if strings.Join(got, ",") != "A,B,C,D" && strings.Join(got, ",") != "C,D,A,B" {
 		t.Errorf("output %v, want A B C D once each", got)
 	}
@@ -204,18 +214,7 @@ func TestStatelessMergeOfUnequalInputs(t *testing.T) {
 	if err := runUntil(app, func(app *processor.App) bool { return app.Stats().Processed.Load() >= 2 }); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	recs, err := readback.ReadCommitted(ctx, addrs, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range recs {
-		if !r.Attrs.IsControl() {
-			got = append(got, string(r.Value))
-		}
-	}
+	got := values(readOutput(t, addrs, out))
 	slices.Sort(got)
 	if strings.Join(got, ",") != "a1,b2" {
 		t.Errorf("output %v, want a1 and b2 once each", got)

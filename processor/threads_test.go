@@ -1,14 +1,12 @@
 package processor_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
@@ -93,17 +91,8 @@ func countWithThreads(t *testing.T, threads int, fold bool) (most int64, outputs
 		t.Fatalf("Run: %v", err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	recs, err := readback.ReadCommitted(ctx, addrs, out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	next := map[string]int64{}
-	for _, r := range recs {
-		if r.Attrs.IsControl() {
-			continue
-		}
+	for _, r := range readOutput(t, addrs, out) {
 		outputs++
 		k := string(r.Key)
 		n, err := serde.Int64.Decode(r.Value)

@@ -64,7 +64,7 @@ func (e *eos) PollFetches(ctx context.Context) kgo.Fetches { return e.s.PollFetc
 func (e *eos) PollRecords(ctx context.Context, max int) kgo.Fetches {
 	return e.s.PollRecords(ctx, max)
 }
-func (e *eos) Begin() error                                { return e.s.Begin() }
+func (e *eos) Begin() error { return e.s.Begin() }
 func (e *eos) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	e.s.Produce(ctx, r, promise)
 }
