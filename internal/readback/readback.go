@@ -32,6 +32,12 @@ func ReadCommitted(ctx context.Context, addrs []string, topic string, opts ...kg
 			left[o.Partition] = o.Offset
 		}
 	})
+	return readTo(ctx, base, topic, left)
+}
+
+// readTo reads topic's committed records from the start of each partition
+// in left up to its end there.
+func readTo(ctx context.Context, base []kgo.Opt, topic string, left map[int32]int64) ([]*kgo.Record, error) {
 	cl, err := kgo.NewClient(append(base[:len(base):len(base)],
 		kgo.ConsumePartitions(startOf(topic, left)),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -56,12 +62,17 @@ func ReadCommitted(ctx context.Context, addrs []string, topic string, opts ...kg
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
+			if !ok {
 				return
 			}
-			if !r.Attrs.IsControl() {
+			if r.Offset < end && !r.Attrs.IsControl() {
 				byPart[r.Partition] = append(byPart[r.Partition], r)
 			}
+			// A record at or past the end says the partition was read to
+			// it. It may lie past it: when the end was listed inside a
+			// transaction that then aborted, its records up to the end
+			// never come (read_committed drops them), and its abort
+			// marker comes after the end.
 			if r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
