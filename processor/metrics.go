@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Histogram counts durations into fixed buckets. One goroutine observes
-// (the instance loop); any number may take snapshots (a metrics scrape)
-// while it does, each bucket being an atomic counter.
+// Histogram counts durations into fixed buckets. The instance's processing
+// goroutines observe (num.stream.threads of them at once); any number may
+// take snapshots (a metrics scrape) meanwhile, each bucket being an atomic
+// counter.
 type Histogram struct {
 	counts [len(latencyBounds) + 1]atomic.Uint64 // the last is +Inf
 	sum    atomic.Int64                          // nanoseconds
