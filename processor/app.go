@@ -448,7 +448,9 @@ type event struct {
 }
 
 // instance is the state of one session: the loop's goroutine owns all of it
-// except evMu/events, which the group callbacks append to.
+// except evMu/events, which the group callbacks append to, and what the
+// tasks share while the loop lends them to other goroutines (parallel):
+// sent, and the produce accounting under prodMu.
 type instance struct {
 	a     *App
 	sess  txn.Session
