@@ -51,6 +51,20 @@ func clearEnv(t *testing.T) {
 	}
 }
 
+// caseArgs sets a table case's environment on a cleared one and returns its
+// arguments, with --config for its YAML, if any.
+func caseArgs(t *testing.T, env map[string]string, args []string, yaml string) []string {
+	t.Helper()
+	clearEnv(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	if yaml != "" {
+		args = append(args[:len(args):len(args)], "--config", writeConfig(t, yaml))
+	}
+	return args
+}
+
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "sluice.yaml")
@@ -242,14 +256,7 @@ func TestRejects(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clearEnv(t)
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			args := tc.args
-			if tc.yaml != "" {
-				args = append(args, "--config", writeConfig(t, tc.yaml))
-			}
+			args := caseArgs(t, tc.env, tc.args, tc.yaml)
 			defaultAppID := "app"
 			if tc.name == "no application id" {
 				defaultAppID = ""

@@ -116,14 +116,7 @@ func TestSecurityKeys(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clearEnv(t)
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			args := tc.args
-			if tc.yaml != "" {
-				args = append(args, "--config", writeConfig(t, tc.yaml))
-			}
+			args := caseArgs(t, tc.env, tc.args, tc.yaml)
 			got, err := loadVia(t, "app", args...)
 			if err != nil {
 				t.Fatal(err)
@@ -217,14 +210,7 @@ func TestSecurityRejects(t *testing.T) {
 			want: []string{"ssl.certificate.location", "ssl.key.location", certs.ServerKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clearEnv(t)
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			args := tc.args
-			if tc.yaml != "" {
-				args = append(args, "--config", writeConfig(t, tc.yaml))
-			}
+			args := caseArgs(t, tc.env, tc.args, tc.yaml)
 			_, err := loadVia(t, "app", args...)
 			if err == nil {
 				t.Fatal("loaded, want an error")
