@@ -15,7 +15,7 @@
 //
 //	s, _ := txn.NewSession(txn.ExactlyOnce, "app-inst-0", kgoOpts...)
 //	s.Begin()
-//	fs := s.PollFetches(ctx)
+//	fs := s.PollRecords(ctx, 0) // 0: everything buffered
 //	// process fs, s.Produce(...)
 //	committed, err := s.End(ctx, true)
 package txn

@@ -13,11 +13,9 @@ import (
 // Session polls a consumer group and commits what was polled together with
 // what was produced, under one Guarantee.
 type Session interface {
-	// PollFetches polls the group (read_committed).
-	PollFetches(ctx context.Context) kgo.Fetches
-	// PollRecords polls at most max records (all buffered if max <= 0),
-	// leaving the rest buffered for the next poll; only what it returns
-	// counts as polled.
+	// PollRecords polls the group (read_committed) for at most max
+	// records (all buffered if max <= 0), leaving the rest buffered for
+	// the next poll; only what it returns counts as polled.
 	PollRecords(ctx context.Context, max int) kgo.Fetches
 	// Begin starts a commit period; produce only between Begin and End.
 	Begin() error
@@ -60,11 +58,8 @@ func NewSession(g Guarantee, transactionalID string, opts ...kgo.Opt) (Session, 
 
 type eos struct{ s *kgo.GroupTransactSession }
 
-func (e *eos) PollFetches(ctx context.Context) kgo.Fetches { return e.s.PollFetches(ctx) }
-func (e *eos) PollRecords(ctx context.Context, max int) kgo.Fetches {
-	return e.s.PollRecords(ctx, max)
-}
-func (e *eos) Begin() error { return e.s.Begin() }
+func (e *eos) PollRecords(ctx context.Context, max int) kgo.Fetches { return e.s.PollRecords(ctx, max) }
+func (e *eos) Begin() error                                         { return e.s.Begin() }
 func (e *eos) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
 	e.s.Produce(ctx, r, promise)
 }
@@ -84,8 +79,6 @@ type plain struct {
 	mu      sync.Mutex
 	prodErr error
 }
-
-func (p *plain) PollFetches(ctx context.Context) kgo.Fetches { return p.PollRecords(ctx, 0) }
 
 func (p *plain) PollRecords(ctx context.Context, max int) kgo.Fetches {
 	fs := p.cl.PollRecords(ctx, max)

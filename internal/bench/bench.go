@@ -551,7 +551,7 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 			// one back for 500ms (see processor's instance.end).
 			for (time.Since(start) < interval || n == 0) && rctx.Err() == nil {
 				pctx, pcancel := context.WithDeadline(rctx, time.Now().Add(max(interval-time.Since(start), time.Millisecond)))
-				fs := sess.PollFetches(pctx)
+				fs := sess.PollRecords(pctx, 0)
 				pcancel()
 				fs.EachRecord(func(r *kgo.Record) {
 					n++
