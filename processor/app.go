@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -1106,9 +1107,8 @@ func (in *instance) closeTasks(ts []*task.Task) {
 	}
 }
 
-// partitioner sends changelog records to the task's partition and hashes
-// everything else by key with Kafka's default (murmur2) partitioner, so that
-// repartition topics and co-partitioned user topics agree.
+// partitioner sends changelog records to the task's partition and the rest
+// with topicPartitioner.
 type partitioner struct {
 	changelogs map[string]bool
 	manual     kgo.Partitioner
@@ -1119,34 +1119,51 @@ func (p *partitioner) ForTopic(t string) kgo.TopicPartitioner {
 	if p.changelogs[t] {
 		return p.manual.ForTopic(t)
 	}
-	return watermarkPartitioner{p.manual.ForTopic(t), p.hashed.ForTopic(t)}
+	return &topicPartitioner{manual: p.manual.ForTopic(t), hashed: p.hashed.ForTopic(t), next: -1}
 }
 
-// watermarkPartitioner sends watermark records, which name their partition,
-// where they say, and hashes the rest.
-type watermarkPartitioner struct {
+// topicPartitioner sends watermark records, which name their partition,
+// where they say; records with a key by Kafka's default (murmur2) hash of
+// it, so that repartition topics and co-partitioned user topics agree; and
+// records without a key to one partition after another, a batch's worth to
+// each, as Kafka's uniform sticky partitioner does.
+//
+// It does not ask to hear of new batches (kgo.TopicPartitionerOnNewBatch):
+// kgo then holds the topic's lock only while it partitions a record, not
+// while it buffers it, and stream threads producing to one topic do not
+// wait for each other. kgo calls it under that lock.
+type topicPartitioner struct {
 	manual, hashed kgo.TopicPartitioner
+	next           int // the partition of records without a key; -1 before the first
+	bytes          int // what went there
 }
+
+// stickyBytes is how much of the records without a key goes to one
+// partition before the next: Kafka's default batch.size.
+const stickyBytes = 16 << 10
 
 func isWatermark(r *kgo.Record) bool {
 	return len(r.Headers) > 0 && r.Headers[0].Key == exec.HeaderWatermark
 }
 
-func (w watermarkPartitioner) RequiresConsistency(r *kgo.Record) bool {
-	return isWatermark(r) || w.hashed.RequiresConsistency(r)
+func (p *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return isWatermark(r) || r.Key != nil
 }
 
-func (w watermarkPartitioner) Partition(r *kgo.Record, n int) int {
-	if isWatermark(r) {
-		return w.manual.Partition(r, n)
+func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
+	switch {
+	case isWatermark(r):
+		return p.manual.Partition(r, n)
+	case r.Key != nil:
+		return p.hashed.Partition(r, n)
 	}
-	return w.hashed.Partition(r, n)
-}
-
-func (w watermarkPartitioner) OnNewBatch() {
-	if nb, ok := w.hashed.(kgo.TopicPartitionerOnNewBatch); ok {
-		nb.OnNewBatch()
+	if p.next < 0 {
+		p.next = mrand.IntN(n) // instances start apart
+	} else if p.bytes >= stickyBytes {
+		p.next, p.bytes = p.next+1, 0
 	}
+	p.bytes += len(r.Value)
+	return p.next % n
 }
 
 // lockDir takes an exclusive lock on dir so that two instances never share
