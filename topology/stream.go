@@ -89,6 +89,28 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 		t.errorf(ErrMissingSerde, "source %q needs a key and a value serde", topic)
 	}
 	n := source[K, V](t, topic, decoder(ks, vs), opts)
+	if n.Time != exec.PayloadTime && ks != nil && vs != nil {
+		// The timestamp does not need the decoded record, so decoding
+		// can start a typed chain.
+		n.Typed = &exec.Typed{
+			Link: func(f *exec.Frame, next any) any {
+				emit, ok := next.(func(K, V) error)
+				if !ok {
+					return nil
+				}
+				return func(kb, vb []byte) error {
+					f.At(n, exec.Deserialization)
+					k, v, err := decode(ks, vs, kb, vb)
+					if err != nil {
+						return err
+					}
+					return emit(k, v)
+				}
+			},
+			Out: exec.ChainOut[K, V],
+			Fan: exec.ChainFan[K, V],
+		}
+	}
 	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
 }
 
@@ -141,16 +163,22 @@ func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, 
 
 func decoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (any, any, error) {
 	return func(kb, vb []byte) (any, any, error) {
-		k, err := ks.Decode(kb)
+		k, v, err := decode(ks, vs, kb, vb)
 		if err != nil {
-			return nil, nil, fmt.Errorf("key: %w", err)
-		}
-		v, err := vs.Decode(vb)
-		if err != nil {
-			return nil, nil, fmt.Errorf("value: %w", err)
+			return nil, nil, err
 		}
 		return k, v, nil
 	}
+}
+
+func decode[K, V any](ks serde.Serde[K], vs serde.Serde[V], kb, vb []byte) (k K, v V, err error) {
+	if k, err = ks.Decode(kb); err != nil {
+		return k, v, fmt.Errorf("key: %w", err)
+	}
+	if v, err = vs.Decode(vb); err != nil {
+		return k, v, fmt.Errorf("value: %w", err)
+	}
+	return k, v, nil
 }
 
 // tombstoneDecoder is decoder for topics where a null value is a delete:
@@ -172,19 +200,42 @@ func tombstoneDecoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v 
 func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
 	encK, encV := arenaEncoder(ks), arenaEncoder(vs)
 	return func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
-		kb, err := encK(a, k.(K))
-		if err != nil {
-			return nil, nil, fmt.Errorf("key: %w", err)
-		}
 		if v == exec.Tombstone {
+			kb, err := encK(a, k.(K))
+			if err != nil {
+				return nil, nil, fmt.Errorf("key: %w", err)
+			}
 			return kb, nil, nil // Kafka null
 		}
-		vb, err := encV(a, v.(V))
-		if err != nil {
-			return nil, nil, fmt.Errorf("value: %w", err)
-		}
-		return kb, vb, nil
+		return encode(encK, encV, a, k.(K), v.(V))
 	}
+}
+
+func encode[K, V any](encK func(*exec.Arena, K) ([]byte, error), encV func(*exec.Arena, V) ([]byte, error), a *exec.Arena, k K, v V) ([]byte, []byte, error) {
+	kb, err := encK(a, k)
+	if err != nil {
+		return nil, nil, fmt.Errorf("key: %w", err)
+	}
+	vb, err := encV(a, v)
+	if err != nil {
+		return nil, nil, fmt.Errorf("value: %w", err)
+	}
+	return kb, vb, nil
+}
+
+// sinkChain is the Typed of a sink that encodes with ks and vs.
+func sinkChain[K, V any](n *exec.Node, ks serde.Serde[K], vs serde.Serde[V]) *exec.Typed {
+	encK, encV := arenaEncoder(ks), arenaEncoder(vs)
+	return &exec.Typed{Sink: func(f *exec.Frame, a *exec.Arena, send func(k, v []byte) error) any {
+		return func(k K, v V) error {
+			f.At(n, exec.Production)
+			kb, vb, err := encode(encK, encV, a, k, v)
+			if err != nil {
+				return err
+			}
+			return send(kb, vb)
+		}
+	}}
 }
 
 // arenaEncoder encodes with s into the arena when s can append (no
@@ -213,7 +264,12 @@ func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
 	return func() exec.Processor { return &fnProc{fn: fn} }
 }
 
-func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, ks serde.Serde[K2], vs serde.Serde[V2], fn func(exec.Context, exec.Record) error) Stream[K2, V2] {
+// chained is a stateless operator's body for typed chains (exec.Typed):
+// given its node, the task's frame and its child's entry, it returns its own
+// entry, which sets the frame's node before it calls user code.
+type chained[K, V, K2, V2 any] func(n *exec.Node, f *exec.Frame, emit func(K2, V2) error) func(K, V) error
+
+func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, ks serde.Serde[K2], vs serde.Serde[V2], fn func(exec.Context, exec.Record) error, link chained[K, V, K2, V2]) Stream[K2, V2] {
 	// A tombstone (a table's delete) has no value to give the function:
 	// operators that keep the key pass it on, those that change it drop
 	// it (a delete has no new key).
@@ -228,6 +284,21 @@ func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, k
 		return c.Forward(r)
 	}
 	n := s.t.add(&exec.Node{Name: s.t.name("", kind), Kind: exec.KindProcessor, New: newFn(guarded)}, s.n)
+	if link != nil {
+		// No tombstone guard: a typed chain starts at a source whose
+		// records have values (From).
+		n.Typed = &exec.Typed{
+			Link: func(f *exec.Frame, next any) any {
+				emit, ok := next.(func(K2, V2) error)
+				if !ok {
+					return nil
+				}
+				return link(n, f, emit)
+			},
+			Out: exec.ChainOut[K2, V2],
+			Fan: exec.ChainFan[K2, V2],
+		}
+	}
 	return Stream[K2, V2]{t: s.t, n: n, keyChanged: keyChanged, ks: ks, vs: vs}
 }
 
@@ -239,6 +310,11 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 	return stateless[K, V, K2, V2](s, "MAP", true, nil, nil, func(c exec.Context, r exec.Record) error {
 		r.Key, r.Value = fn(r.Key.(K), r.Value.(V))
 		return c.Forward(r)
+	}, func(n *exec.Node, f *exec.Frame, emit func(K2, V2) error) func(K, V) error {
+		return func(k K, v V) error {
+			f.At(n, exec.Processing)
+			return emit(fn(k, v))
+		}
 	})
 }
 
@@ -250,6 +326,11 @@ func MapValues[K, V, V2 any](s Stream[K, V], fn func(V) V2) Stream[K, V2] {
 	return stateless[K, V, K, V2](s, "MAPVALUES", s.keyChanged, s.ks, nil, func(c exec.Context, r exec.Record) error {
 		r.Value = fn(r.Value.(V))
 		return c.Forward(r)
+	}, func(n *exec.Node, f *exec.Frame, emit func(K, V2) error) func(K, V) error {
+		return func(k K, v V) error {
+			f.At(n, exec.Processing)
+			return emit(k, fn(v))
+		}
 	})
 }
 
@@ -266,6 +347,16 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) []KeyValue[K2, V2])
 			}
 		}
 		return nil
+	}, func(n *exec.Node, f *exec.Frame, emit func(K2, V2) error) func(K, V) error {
+		return func(k K, v V) error {
+			f.At(n, exec.Processing)
+			for _, kv := range fn(k, v) {
+				if err := emit(kv.Key, kv.Value); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	})
 }
 
@@ -282,6 +373,16 @@ func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(V) []V2) Stream[K, V2] 
 			}
 		}
 		return nil
+	}, func(n *exec.Node, f *exec.Frame, emit func(K, V2) error) func(K, V) error {
+		return func(k K, v V) error {
+			f.At(n, exec.Processing)
+			for _, v2 := range fn(v) {
+				if err := emit(k, v2); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
 	})
 }
 
@@ -295,6 +396,13 @@ func Filter[K, V any](s Stream[K, V], pred func(K, V) bool) Stream[K, V] {
 			return c.Forward(r)
 		}
 		return nil
+	}, func(n *exec.Node, f *exec.Frame, emit func(K, V) error) func(K, V) error {
+		return func(k K, v V) error {
+			if f.At(n, exec.Processing); pred(k, v) {
+				return emit(k, v)
+			}
+			return nil
+		}
 	})
 }
 
@@ -316,6 +424,11 @@ func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
 	return stateless[K, V, K2, V](s, "SELECTKEY", true, nil, s.vs, func(c exec.Context, r exec.Record) error {
 		r.Key = fn(r.Key.(K), r.Value.(V))
 		return c.Forward(r)
+	}, func(n *exec.Node, f *exec.Frame, emit func(K2, V) error) func(K, V) error {
+		return func(k K, v V) error {
+			f.At(n, exec.Processing)
+			return emit(fn(k, v), v)
+		}
 	})
 }
 
@@ -327,6 +440,12 @@ func Peek[K, V any](s Stream[K, V], fn func(K, V)) Stream[K, V] {
 	return stateless[K, V, K, V](s, "PEEK", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
 		fn(r.Key.(K), r.Value.(V))
 		return c.Forward(r)
+	}, func(n *exec.Node, f *exec.Frame, emit func(K, V) error) func(K, V) error {
+		return func(k K, v V) error {
+			f.At(n, exec.Processing)
+			fn(k, v)
+			return emit(k, v)
+		}
 	})
 }
 
@@ -374,7 +493,7 @@ func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	for i := range preds {
 		out[i] = stateless[K, V, K, V](Stream[K, V]{t: s.t, n: split}, "BRANCH-CHILD", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
 			return c.Forward(r)
-		})
+		}, nil)
 		names[i] = out[i].n.Name
 		out[i].keyChanged = s.keyChanged
 	}
@@ -389,7 +508,9 @@ func Split[K, V any](s Stream[K, V], preds ...func(K, V) bool) (branches []Strea
 }
 
 // To writes the stream to topic, partitioned by the key bytes with Kafka's
-// default (murmur2) partitioner.
+// default (murmur2) partitioner; records without a key go to one partition
+// after another, 16 KiB to each, as Kafka's uniform sticky partitioner
+// sends them.
 func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serde[V], opts ...SinkOption) {
 	if topic == "" {
 		s.t.errorf(ErrMissingName, "To needs a topic")
@@ -399,6 +520,7 @@ func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serd
 		return
 	}
 	n := s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
+	n.Typed = sinkChain(n, ks, vs)
 	for _, o := range opts {
 		o(n)
 	}
@@ -423,7 +545,8 @@ func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs se
 		return s
 	}
 	topic := name + "-repartition"
-	s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: encoder(ks, vs)}, s.n)
+	sink := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: encoder(ks, vs)}, s.n)
+	sink.Typed = sinkChain(sink, ks, vs)
 	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: tombstoneDecoder(ks, vs)})
 	return Stream[K, V]{t: s.t, n: src, ks: ks, vs: vs}
 }

@@ -191,6 +191,10 @@ type Node struct {
 	// OnError overrides the application's error handler for errors that
 	// arise in this node; nil keeps the application's.
 	OnError ErrorHandler
+
+	// Typed, if set, lets the node take part in a typed chain (chain.go):
+	// the same operator as New, Decode or Encode, without the erasure.
+	Typed *Typed
 }
 
 // Store describes a store the plan needs.

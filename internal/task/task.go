@@ -92,6 +92,9 @@ type Task struct {
 	// one by one: key and value bytes from arena, records from recs.
 	arena exec.Arena
 	recs  []kgo.Record
+
+	// frame is the record a typed chain runs (link), and where.
+	frame exec.Frame
 }
 
 // record returns a zeroed record for the task to produce, from a chunk of
@@ -399,7 +402,54 @@ func (t *Task) Init() error {
 			t.onProcessingTime = append(t.onProcessingTime, ni)
 		}
 	}
+	t.link()
 	return nil
+}
+
+// link builds the typed chains (exec.Typed): every source that takes part
+// gets a direct entry from its records' bytes, through the nodes after it
+// that take part, to sinks and to the first erased nodes.
+func (t *Task) link() {
+	entries := map[*nodeInst]any{}
+	var entry, output func(ni *nodeInst) any
+	entry = func(ni *nodeInst) any {
+		if e, ok := entries[ni]; ok {
+			return e
+		}
+		var e any
+		switch typed := ni.node.Typed; {
+		case typed == nil:
+		case ni.node.Kind == exec.KindSink && typed.Sink != nil:
+			e = typed.Sink(&t.frame, &t.arena, ni.sendFramed)
+		case ni.node.Kind == exec.KindProcessor && typed.Link != nil:
+			if next := output(ni); next != nil {
+				e = typed.Link(&t.frame, next)
+			}
+		}
+		entries[ni] = e
+		return e
+	}
+	// output is what ni's output goes to: its children's entries, or
+	// theirs on the erased path.
+	output = func(ni *nodeInst) any {
+		next := make([]any, len(ni.children))
+		for i, c := range ni.children {
+			if next[i] = entry(c); next[i] == nil {
+				next[i] = ni.node.Typed.Out(&t.frame, c.receive)
+			}
+		}
+		if len(next) == 1 {
+			return next[0]
+		}
+		return ni.node.Typed.Fan(next)
+	}
+	for _, src := range t.nodes {
+		if src.node.Kind == exec.KindSource && src.node.Typed != nil {
+			if next := output(src); next != nil {
+				src.direct, _ = src.node.Typed.Link(&t.frame, next).(func(k, v []byte) error)
+			}
+		}
+	}
 }
 
 // Process runs one input record through the sub-topology as a unit: if it
@@ -435,9 +485,12 @@ func (t *Task) Process(r *kgo.Record) error {
 		}
 		return t.advance()
 	}
-	k, v, err := src.node.Decode(r.Key, r.Value)
-	if err != nil {
-		return t.failed(exec.Deserialization, src.node, src.node, r, err)
+	var k, v any
+	if src.direct == nil {
+		var err error
+		if k, v, err = src.node.Decode(r.Key, r.Value); err != nil {
+			return t.failed(exec.Deserialization, src.node, src.node, r, err)
+		}
 	}
 	ts, err := t.timestamp(src.node, k, v, r)
 	if err == nil && (ts < 0 || ts > MaxTimestamp) {
@@ -465,13 +518,21 @@ func (t *Task) Process(r *kgo.Record) error {
 	prevStreamTime := t.streamTime
 	t.streamTime = max(t.streamTime, ts)
 	t.begin()
-	if err := t.run(src, exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}); err != nil {
+	if src.direct != nil {
+		t.frame = exec.Frame{Timestamp: ts, Headers: hs, Node: src.node, Class: exec.Deserialization}
+		err = t.run(src, func() error { return src.direct(r.Key, r.Value) })
+	} else {
+		err = t.run(src, func() error { return src.forward(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}) })
+	}
+	if err != nil {
 		t.rollback()
 		t.streamTime = prevStreamTime
 		node, class := src.node, exec.Processing
 		var ne *nodeError
 		if errors.As(err, &ne) {
 			node, class, err = ne.node, ne.class, ne.err
+		} else if src.direct != nil {
+			node, class = t.frame.Node, t.frame.Class // where the chain was
 		}
 		return t.failed(class, node, src.node, r, err)
 	}
@@ -485,20 +546,27 @@ func (t *Task) Process(r *kgo.Record) error {
 	return t.advance()
 }
 
-// run forwards rec from the source, turning a panic in user code into a
-// processing error of the node it happened in.
-func (t *Task) run(src *nodeInst, rec exec.Record) (err error) {
+// run runs a record from the source, turning a panic in user code into an
+// error of the node it happened in: a processing error, or in a typed
+// chain, an error of the class the chain was at (a serde's panic is a
+// deserialization or production error there).
+func (t *Task) run(src *nodeInst, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			node := t.curNode
+			node, class := t.curNode, exec.Processing
+			if node == nil && src.direct != nil {
+				// Erased nodes are innermost when they run: a chain
+				// calls them, they never call a chain.
+				node, class = t.frame.Node, t.frame.Class
+			}
 			if node == nil {
 				node = src.node
 			}
-			err = &nodeError{node: node, class: exec.Processing, err: fmt.Errorf("panic: %v", p)}
+			err = &nodeError{node: node, class: class, err: fmt.Errorf("panic: %v", p)}
 		}
 		t.curNode = nil
 	}()
-	return src.forward(rec)
+	return fn()
 }
 
 // failed applies the error handler to a record that failed in node.
@@ -686,6 +754,8 @@ type nodeInst struct {
 	// sources: the stores whose changelog is this source's topic
 	changelogOf []string
 	fold        *fold // the updates it holds back, with Config.FoldUpdates
+	// sources: the typed chain from the record's bytes (Task.link)
+	direct func(k, v []byte) error
 }
 
 func (n *nodeInst) forward(r exec.Record) error {
@@ -706,11 +776,7 @@ func (n *nodeInst) receive(r exec.Record) error {
 	case exec.KindSink:
 		var k, v []byte
 		if k, v, err = n.node.Encode(&n.t.arena, r.Key, r.Value); err == nil {
-			hs := r.Headers
-			if n.node.Internal && n.t.carryWM && n.t.recWM != window.NoWatermark {
-				hs = append(hs[:len(hs):len(hs)], exec.Header{Key: exec.HeaderRecordWatermark, Value: binary.BigEndian.AppendUint64(nil, uint64(n.t.recWM))})
-			}
-			err = n.Send(n.topic, false, k, v, hs, r.Timestamp)
+			err = n.sink(k, v, r.Headers, r.Timestamp)
 		}
 		err = blame(n.node, exec.Production, err)
 	default:
@@ -718,6 +784,19 @@ func (n *nodeInst) receive(r exec.Record) error {
 	}
 	n.t.curNode = prev
 	return err
+}
+
+// sink produces what the sink encoded.
+func (n *nodeInst) sink(k, v []byte, hs []exec.Header, ts int64) error {
+	if n.node.Internal && n.t.carryWM && n.t.recWM != window.NoWatermark {
+		hs = append(hs[:len(hs):len(hs)], exec.Header{Key: exec.HeaderRecordWatermark, Value: binary.BigEndian.AppendUint64(nil, uint64(n.t.recWM))})
+	}
+	return n.Send(n.topic, false, k, v, hs, ts)
+}
+
+// sendFramed is sink for a typed chain: the record is the frame's.
+func (n *nodeInst) sendFramed(k, v []byte) error {
+	return n.sink(k, v, n.t.frame.Headers, n.t.frame.Timestamp)
 }
 
 // Forward passes r on. Inside a watermark listener, each forward of the
