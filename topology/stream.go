@@ -92,24 +92,16 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 	if n.Time != exec.PayloadTime && ks != nil && vs != nil {
 		// The timestamp does not need the decoded record, so decoding
 		// can start a typed chain.
-		n.Typed = &exec.Typed{
-			Link: func(f *exec.Frame, next any) any {
-				emit, ok := next.(func(K, V) error)
-				if !ok {
-					return nil
+		n.Typed = chain(func(f *exec.Frame, emit func(K, V) error) func(kb, vb []byte) error {
+			return func(kb, vb []byte) error {
+				f.At(n, exec.Deserialization)
+				k, v, err := decode(ks, vs, kb, vb)
+				if err != nil {
+					return err
 				}
-				return func(kb, vb []byte) error {
-					f.At(n, exec.Deserialization)
-					k, v, err := decode(ks, vs, kb, vb)
-					if err != nil {
-						return err
-					}
-					return emit(k, v)
-				}
-			},
-			Out: exec.ChainOut[K, V],
-			Fan: exec.ChainFan[K, V],
-		}
+				return emit(k, v)
+			}
+		})
 	}
 	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
 }
@@ -264,6 +256,22 @@ func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
 	return func() exec.Processor { return &fnProc{fn: fn} }
 }
 
+// chain is the exec.Typed of a source or processor whose entry, given the
+// entry its output goes to, is made by entry.
+func chain[K, V, K2, V2 any](entry func(f *exec.Frame, emit func(K2, V2) error) func(K, V) error) *exec.Typed {
+	return &exec.Typed{
+		Link: func(f *exec.Frame, next any) any {
+			emit, ok := next.(func(K2, V2) error)
+			if !ok {
+				return nil
+			}
+			return entry(f, emit)
+		},
+		Out: exec.ChainOut[K2, V2],
+		Fan: exec.ChainFan[K2, V2],
+	}
+}
+
 // chained is a stateless operator's body for typed chains (exec.Typed):
 // given its node, the task's frame and its child's entry, it returns its own
 // entry, which sets the frame's node before it calls user code.
@@ -287,17 +295,7 @@ func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, k
 	if link != nil {
 		// No tombstone guard: a typed chain starts at a source whose
 		// records have values (From).
-		n.Typed = &exec.Typed{
-			Link: func(f *exec.Frame, next any) any {
-				emit, ok := next.(func(K2, V2) error)
-				if !ok {
-					return nil
-				}
-				return link(n, f, emit)
-			},
-			Out: exec.ChainOut[K2, V2],
-			Fan: exec.ChainFan[K2, V2],
-		}
+		n.Typed = chain(func(f *exec.Frame, emit func(K2, V2) error) func(K, V) error { return link(n, f, emit) })
 	}
 	return Stream[K2, V2]{t: s.t, n: n, keyChanged: keyChanged, ks: ks, vs: vs}
 }
