@@ -67,34 +67,23 @@ type chainRun struct {
 // takes the typed chains out of the plan first.
 func runChain(t *testing.T, erased bool, recs []*kgo.Record) chainRun {
 	t.Helper()
-	built, err := chainTopology().Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := built.Plan()
+	p := plan(t, chainTopology())
 	if erased {
-		for _, n := range plan.Subs[0].Nodes {
+		for _, n := range p.Subs[0].Nodes {
 			n.Typed = nil
 		}
 	}
 	var run chainRun
 	d := &discard{keep: []*kgo.Record{}}
 	deadLetter := func(exec.ErrorContext) exec.Action { return exec.DeadLetter }
-	tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{
-		AppID: "app", StateDir: t.TempDir(), Send: d.send,
+	tk := startTask(t, p, 0, Config{
+		AppID: "app", Send: d.send,
 		Errors: map[exec.ErrorClass]exec.ErrorHandler{exec.Processing: deadLetter, exec.Production: deadLetter},
 		OnAction: func(ec exec.ErrorContext, a exec.Action) {
 			kind, _, _ := strings.Cut(ec.Node, "-")
 			run.actions = append(run.actions, fmt.Sprintf("%s in %s at %d: %s (%v)", ec.Class, kind, ec.Offset, a, ec.Err))
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tk.Init(); err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
 	run.direct = tk.sources["in"].direct != nil
 	for _, r := range recs {
 		if err := tk.Process(r); err != nil {

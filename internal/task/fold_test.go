@@ -27,20 +27,7 @@ func foldTask(t *testing.T, fold bool, d *discard) *Task {
 		}
 		return false
 	}), "never", serde.String, serde.String)
-	built, err := top.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := built.Plan()
-	tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "fold", StateDir: t.TempDir(), Send: d.send, FoldUpdates: fold})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tk.Init(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tk.Close() })
-	return tk
+	return startTask(t, plan(t, top), 0, Config{AppID: "fold", Send: d.send, FoldUpdates: fold})
 }
 
 // outputs returns the key=value of every record sent to "out", and forgets
@@ -116,20 +103,8 @@ func TestFoldTableSource(t *testing.T) {
 			top := topology.New()
 			tb := topology.TableFrom(top, "rows", topology.Materialized("rows", serde.String, serde.String))
 			topology.To(topology.ToStream(tb), "out", serde.String, serde.String)
-			built, err := top.Build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			plan := built.Plan()
 			d := &discard{keep: []*kgo.Record{}}
-			tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "fold", StateDir: t.TempDir(), Send: d.send, FoldUpdates: fold})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tk.Init(); err != nil {
-				t.Fatal(err)
-			}
-			defer tk.Close()
+			tk := startTask(t, plan(t, top), 0, Config{AppID: "fold", Send: d.send, FoldUpdates: fold})
 			for i, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"a", ""}, {"b", "2"}} {
 				r := &kgo.Record{Topic: "rows", Key: []byte(kv[0]), Offset: int64(i), Timestamp: time.UnixMilli(int64(i))}
 				if kv[1] != "" {

@@ -46,20 +46,8 @@ func TestPunctuation(t *testing.T) {
 	st := topology.KeyValueStore("ticks", serde.String, serde.Int64, topology.InMemory())
 	out := topology.Process(in, "ticker", func() topology.Processor[string, string, string, int64] { return &ticker{store: st} }, st)
 	topology.To(out, "out", serde.String, serde.Int64Text)
-	built, err := tp.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := built.Plan()
 	d := &discard{keep: []*kgo.Record{}}
-	tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "p", StateDir: t.TempDir(), Send: d.send})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tk.Close()
-	if err := tk.Init(); err != nil {
-		t.Fatal(err)
-	}
+	tk := startTask(t, plan(t, tp), 0, Config{AppID: "p", Send: d.send})
 	fired := func() (got []string) {
 		for _, r := range d.keep {
 			if r.Topic == "out" {

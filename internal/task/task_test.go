@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
 )
@@ -33,22 +34,38 @@ func (d *discard) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	}
 }
 
-func wordcountTask(tb testing.TB, sub int, d *discard) *Task {
+// plan builds top.
+func plan(tb testing.TB, top *topology.Topology) *exec.Plan {
 	tb.Helper()
-	built, err := wordCount().Build()
+	built, err := top.Build()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	plan := built.Plan()
-	t, err := New(ID{sub, 0}, plan.Subs[sub], plan, Config{AppID: "bench", StateDir: tb.TempDir(), Send: d.send})
-	if err != nil {
-		tb.Fatal(err)
+	return built.Plan()
+}
+
+// startTask opens and initialises the task of partition 0 of sub-topology
+// sub, in a temporary state directory unless cfg names one; it is closed
+// when the test ends.
+func startTask(tb testing.TB, p *exec.Plan, sub int, cfg Config) *Task {
+	tb.Helper()
+	if cfg.StateDir == "" {
+		cfg.StateDir = tb.TempDir()
 	}
-	if err := t.Init(); err != nil {
+	t, err := New(ID{sub, 0}, p.Subs[sub], p, cfg)
+	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { t.Close() })
+	if err := t.Init(); err != nil {
+		tb.Fatal(err)
+	}
 	return t
+}
+
+func wordcountTask(tb testing.TB, sub int, d *discard) *Task {
+	tb.Helper()
+	return startTask(tb, plan(tb, wordCount()), sub, Config{AppID: "bench", Send: d.send})
 }
 
 func TestTaskStagesUntilCommit(t *testing.T) {
@@ -208,20 +225,8 @@ func BenchmarkFusedMapFilter(b *testing.B) {
 	s = topology.MapValues(s, func(v []byte) []byte { return v[:len(v)-1] })
 	s = topology.Filter(s, func(k, _ []byte) bool { return len(k) > 0 })
 	topology.To(s, "out", serde.Bytes, serde.Bytes)
-	built, err := top.Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	plan := built.Plan()
 	d := &discard{}
-	tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "bench", StateDir: b.TempDir(), Send: d.send})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := tk.Init(); err != nil {
-		b.Fatal(err)
-	}
-	defer tk.Close()
+	tk := startTask(b, plan(b, top), 0, Config{AppID: "bench", Send: d.send})
 	r := &kgo.Record{Topic: "in", Key: []byte("00012345"), Value: make([]byte, 100), Timestamp: time.UnixMilli(1)}
 	b.ReportAllocs()
 	for b.Loop() {

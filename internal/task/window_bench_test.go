@@ -18,15 +18,8 @@ func BenchmarkFusedTumblingCount(b *testing.B) {
 	in := topology.From(tp, "in", serde.String, serde.String)
 	ws := topology.WindowedBy(topology.GroupByKey(in), window.Tumbling(time.Minute), topology.EmitFinal())
 	topology.To(topology.ToStream(topology.CountWindows(ws, topology.Materialized("w", serde.String, serde.Int64))), "out", topology.WindowedSerde(serde.String), serde.Int64)
-	built, _ := tp.Build()
-	plan := built.Plan()
 	d := &discard{}
-	tk, err := New(ID{0, 0}, plan.Subs[0], plan, Config{AppID: "b", StateDir: b.TempDir(), Send: d.send})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer tk.Close()
-	tk.Init()
+	tk := startTask(b, plan(b, tp), 0, Config{AppID: "b", Send: d.send})
 	b.ReportAllocs()
 	for i := range b.N {
 		r := &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(int64(i))}
