@@ -163,6 +163,8 @@ func decoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (
 	}
 }
 
+// decode decodes a record's key and value, naming the half that failed;
+// the erased path (decoder) and typed chains (From) share it.
 func decode[K, V any](ks serde.Serde[K], vs serde.Serde[V], kb, vb []byte) (k K, v V, err error) {
 	if k, err = ks.Decode(kb); err != nil {
 		return k, v, fmt.Errorf("key: %w", err)
@@ -203,6 +205,8 @@ func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(a *exec.Arena,
 	}
 }
 
+// encode encodes a key and a value, naming the half that failed; the
+// erased path (encoder) and typed chains (sinkChain) share it.
 func encode[K, V any](encK func(*exec.Arena, K) ([]byte, error), encV func(*exec.Arena, V) ([]byte, error), a *exec.Arena, k K, v V) ([]byte, []byte, error) {
 	kb, err := encK(a, k)
 	if err != nil {
