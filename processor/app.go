@@ -449,9 +449,9 @@ type event struct {
 }
 
 // instance is the state of one session: the loop's goroutine owns all of it
-// except evMu/events, which the group callbacks append to, and what the
-// tasks share while the loop lends them to other goroutines (parallel):
-// sent, and the produce accounting under prodMu.
+// except evMu/events/wake, which the group callbacks append to and end the
+// poll with, and what the tasks share while the loop lends them to other
+// goroutines (parallel): sent, and the produce accounting under prodMu.
 type instance struct {
 	a     *App
 	sess  txn.Session
@@ -462,6 +462,7 @@ type instance struct {
 
 	evMu   sync.Mutex
 	events []event
+	wake   context.CancelFunc // ends the poll in progress (nil between polls)
 
 	prodMu     sync.Mutex
 	prodErr    error
@@ -556,9 +557,15 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	return in.loop(ctx)
 }
 
+// enqueue hands the loop a partition change and ends the poll it waits in,
+// so that assigned tasks open (and restore) at once, not when the poll
+// would have ended: up to a commit interval later.
 func (in *instance) enqueue(e event) {
 	in.evMu.Lock()
 	in.events = append(in.events, e)
+	if in.wake != nil {
+		in.wake()
+	}
 	in.evMu.Unlock()
 }
 
@@ -614,7 +621,15 @@ func (in *instance) loop(ctx context.Context) error {
 			return err
 		}
 		pctx, cancel := context.WithDeadline(ctx, in.txnStart.Add(interval))
+		in.evMu.Lock()
+		if in.wake = cancel; len(in.events) > 0 {
+			cancel() // events wait: handle them first
+		}
+		in.evMu.Unlock()
 		fs := in.sess.PollRecords(pctx, in.pollMax)
+		in.evMu.Lock()
+		in.wake = nil
+		in.evMu.Unlock()
 		cancel()
 		if fs.IsClientClosed() {
 			return nil

@@ -149,6 +149,44 @@ func TestStatefulInputsMayNotGrow(t *testing.T) {
 	t.Logf("refusal: %v", err)
 }
 
+// TestAssignedTasksOpenAtOnce: with a commit interval of a minute and no
+// input, the instance opens its tasks and is ready as soon as the group
+// assigns them, not when its first poll would have ended. The assignment
+// ends the poll in progress (instance.enqueue).
+func TestAssignedTasksOpenAtOnce(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "prompt-in"), uniq(t, "prompt-out")
+	setup(t, addrs, 2, in, out)
+	top := topology.New()
+	topology.To(topology.From(top, in, serde.String, serde.String), out, serde.String, serde.String)
+	app, err := processor.New(top, processor.ApplicationID(uniq(t, "prompt")), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var took time.Duration
+	err = runUntil(app, func(app *processor.App) bool {
+		if st := app.Status(); !st.Ready || len(st.Tasks) != 2 {
+			if time.Since(start) > 20*time.Second {
+				took = time.Since(start)
+				return true // runUntil would wait out the poll: give up here
+			}
+			return false
+		}
+		took = time.Since(start)
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first poll of a session would end a minute after it began.
+	if took > 20*time.Second {
+		t.Fatalf("the tasks were not open and ready %v after start, with a commit interval of a minute", took)
+	}
+	t.Logf("ready with 2 tasks %v after start", took.Round(time.Millisecond))
+}
+
 // TestIdleInstanceEndsNoTransaction checks that an instance with nothing to
 // do leaves its transaction open rather than ending it empty: franz-go
 // holds the End after an empty one back for 500ms, which would delay the
