@@ -149,24 +149,32 @@ func TestStatefulInputsMayNotGrow(t *testing.T) {
 	t.Logf("refusal: %v", err)
 }
 
+// copying makes an app that copies a new topic of 2 partitions to another,
+// committing every interval; it returns the brokers and the input topic.
+func copying(t *testing.T, name string, interval time.Duration) (app *processor.App, addrs []string, in string) {
+	t.Helper()
+	addrs = testBrokers(t)
+	in, out := uniq(t, name+"-in"), uniq(t, name+"-out")
+	setup(t, addrs, 2, in, out)
+	top := topology.New()
+	topology.To(topology.From(top, in, serde.String, serde.String), out, serde.String, serde.String)
+	app, err := processor.New(top, processor.ApplicationID(uniq(t, name)), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(interval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app, addrs, in
+}
+
 // TestAssignedTasksOpenAtOnce: with a commit interval of a minute and no
 // input, the instance opens its tasks and is ready as soon as the group
 // assigns them, not when its first poll would have ended. The assignment
 // ends the poll in progress (instance.enqueue).
 func TestAssignedTasksOpenAtOnce(t *testing.T) {
-	addrs := testBrokers(t)
-	in, out := uniq(t, "prompt-in"), uniq(t, "prompt-out")
-	setup(t, addrs, 2, in, out)
-	top := topology.New()
-	topology.To(topology.From(top, in, serde.String, serde.String), out, serde.String, serde.String)
-	app, err := processor.New(top, processor.ApplicationID(uniq(t, "prompt")), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	app, _, _ := copying(t, "prompt", time.Minute)
 	start := time.Now()
 	var took time.Duration
-	err = runUntil(app, func(app *processor.App) bool {
+	err := runUntil(app, func(app *processor.App) bool {
 		if st := app.Status(); !st.Ready || len(st.Tasks) != 2 {
 			if time.Since(start) > 20*time.Second {
 				took = time.Since(start)
@@ -192,19 +200,10 @@ func TestAssignedTasksOpenAtOnce(t *testing.T) {
 // holds the End after an empty one back for 500ms, which would delay the
 // first records after every quiet spell. Then a record goes through.
 func TestIdleInstanceEndsNoTransaction(t *testing.T) {
-	addrs := testBrokers(t)
-	in, out := uniq(t, "idle-in"), uniq(t, "idle-out")
-	setup(t, addrs, 2, in, out)
-	top := topology.New()
-	topology.To(topology.From(top, in, serde.String, serde.String), out, serde.String, serde.String)
-	app, err := processor.New(top, processor.ApplicationID(uniq(t, "idle")), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	app, addrs, in := copying(t, "idle", 20*time.Millisecond)
 	var readyAt time.Time
 	produced := false
-	err = runUntil(app, func(app *processor.App) bool {
+	err := runUntil(app, func(app *processor.App) bool {
 		if !app.Status().Ready {
 			return false
 		}
