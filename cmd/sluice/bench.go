@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,6 +49,9 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 			defer stop()
 			if only != "" {
 				cfg.Scenarios = strings.Split(only, ",")
+			}
+			if cpuprofile != "" && cfg.TimedCPUProfile != "" {
+				return errors.New("bench: --cpuprofile and --cpuprofile-timed: one CPU profile at a time")
 			}
 			if cpuprofile != "" {
 				f, err := os.Create(cpuprofile)
@@ -117,6 +121,7 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&only, "only", "", "comma-separated scenarios to run (the pipe always runs)")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
+	cmd.Flags().StringVar(&cfg.TimedCPUProfile, "cpuprofile-timed", "", "write a CPU profile of each timed run alone (no warm-up, preload, verification or paced run) to a new file PREFIX-<scenario>-<guarantee>-*.prof")
 	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run (implies --in-process)")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run every scenario in this process instead of one child process each (no peak RSS then)")
 	cmd.Flags().StringVar(&child, "child", "", "internal: run one scenario:guarantee and print its result as JSON")
@@ -134,7 +139,8 @@ func childRunner(ctx context.Context, cfg bench.Config, name string, g txn.Guara
 	c := exec.CommandContext(ctx, exe, "bench", "--child", name+":"+g.String(),
 		"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
 		"--commit-interval", cfg.CommitInterval.String(),
-		"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String())
+		"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String(),
+		"--cpuprofile-timed", cfg.TimedCPUProfile)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	out, err := c.Output()
@@ -174,5 +180,8 @@ func printTable(w io.Writer, res []bench.Result) {
 			runs += " records/s; the median counts)"
 		}
 		fmt.Fprintf(w, "%s %s: %s%s\n", r.Scenario, r.Guarantee, r.Note, runs)
+		if len(r.CPUProfiles) > 0 {
+			fmt.Fprintf(w, "  CPU profiles of the timed runs: %s\n", strings.Join(r.CPUProfiles, " "))
+		}
 	}
 }

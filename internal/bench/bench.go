@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +46,12 @@ type Config struct {
 	// so that each has a fresh heap and its own peak RSS. cfg is Run's,
 	// with PacedFor 0 for the repeated runs.
 	Isolate func(ctx context.Context, cfg Config, scenario string, g txn.Guarantee) (Result, error)
+	// TimedCPUProfile, if set, makes every timed run write a CPU profile
+	// of itself alone, without the warm-up, the preload, the verification
+	// or the paced run, to a new file named
+	// <TimedCPUProfile>-<scenario>-<guarantee>-*.prof (Result.CPUProfiles):
+	// where the time goes in what the table measures.
+	TimedCPUProfile string
 }
 
 // Result is one scenario's measurement.
@@ -65,6 +73,9 @@ type Result struct {
 	// scenario ran more than once; PerSecond is their median.
 	RunsPerSecond []float64 `json:"runs_records_per_second,omitempty"`
 	Note          string    `json:"note,omitempty"`
+	// CPUProfiles names the profiles of the timed runs, in run order,
+	// with Config.TimedCPUProfile.
+	CPUProfiles []string `json:"cpu_profiles,omitempty"`
 	// CPUMicrosPerRecord is the CPU time (user and system) the whole
 	// process spent in the timed run, the in-process broker included, per
 	// input record: steadier than the rate when the machine is shared, and
@@ -181,8 +192,10 @@ func median(ctx context.Context, cfg Config, one func(context.Context, Config, s
 	res := byRate[len(byRate)/2]
 	res.PacedRate, res.PacedRecords = runs[0].PacedRate, runs[0].PacedRecords
 	res.LatencyP50ms, res.LatencyP99ms, res.LatencyMaxms = runs[0].LatencyP50ms, runs[0].LatencyP99ms, runs[0].LatencyMaxms
+	res.CPUProfiles = nil
 	for _, r := range runs {
 		res.PeakRSSBytes = max(res.PeakRSSBytes, r.PeakRSSBytes)
+		res.CPUProfiles = append(res.CPUProfiles, r.CPUProfiles...)
 	}
 	res.RunsPerSecond = rates
 	return res, nil
@@ -193,6 +206,7 @@ func median(ctx context.Context, cfg Config, one func(context.Context, Config, s
 func warmUp(ctx context.Context, cfg Config) error {
 	warm := cfg
 	warm.Records = max(cfg.Records/10, 1000)
+	warm.TimedCPUProfile = ""
 	if _, err := runOne(ctx, warm, scenarioList()[0], txn.ExactlyOnce); err != nil {
 		return fmt.Errorf("bench: warm-up: %w", err)
 	}
@@ -288,6 +302,11 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 			return Result{}, fmt.Errorf("prepare: %w", err)
 		}
 	}
+	profile, stopProfile, err := startTimedProfile(cfg.TimedCPUProfile, sc.name, g)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stopProfile()
 	cpu0 := cpuTime()
 	start := time.Now()
 	wctx, stopWaiting := context.WithCancelCause(ctx)
@@ -303,6 +322,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		werr = context.Cause(wctx)
 	}
 	took, cpu := time.Since(start), cpuTime()-cpu0
+	stopProfile()
 	if serr := stop(); werr == nil {
 		werr = serr
 	}
@@ -322,6 +342,32 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		Seconds: took.Seconds(), PerSecond: float64(len(recs)) / took.Seconds(),
 		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: note,
 		CPUMicrosPerRecord: float64(cpu.Microseconds()) / float64(len(recs)),
+		CPUProfiles:        profile,
+	}, nil
+}
+
+// startTimedProfile starts a CPU profile of one timed run into a new file
+// named after prefix (see Config.TimedCPUProfile); with no prefix it does
+// nothing. stop may be called more than once.
+func startTimedProfile(prefix, scenario string, g txn.Guarantee) (files []string, stop func(), err error) {
+	if prefix == "" {
+		return nil, func() {}, nil
+	}
+	f, err := os.CreateTemp(filepath.Dir(prefix), filepath.Base(prefix)+"-"+scenario+"-"+g.String()+"-*.prof")
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	stopped := false
+	return []string{f.Name()}, func() {
+		if !stopped {
+			stopped = true
+			pprof.StopCPUProfile()
+			f.Close()
+		}
 	}, nil
 }
 
