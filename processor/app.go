@@ -493,7 +493,6 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	}
 	sort.Strings(topics)
 	changelogs := a.changelogs
-	hashed := kgo.StickyKeyPartitioner(nil)
 	opts := a.cfg.kgoOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(topics...),
@@ -504,7 +503,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.rebalanceTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
-		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner(), hashed: hashed}),
+		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner()}),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			in.enqueue(event{assigned: true, parts: m})
@@ -1127,19 +1126,19 @@ func (in *instance) closeTasks(ts []*task.Task) {
 type partitioner struct {
 	changelogs map[string]bool
 	manual     kgo.Partitioner
-	hashed     kgo.Partitioner
 }
 
 func (p *partitioner) ForTopic(t string) kgo.TopicPartitioner {
 	if p.changelogs[t] {
 		return p.manual.ForTopic(t)
 	}
-	return &topicPartitioner{manual: p.manual.ForTopic(t), hashed: p.hashed.ForTopic(t), next: -1}
+	return &topicPartitioner{manual: p.manual.ForTopic(t), next: -1}
 }
 
 // topicPartitioner sends watermark records, which name their partition,
 // where they say; records with a key by Kafka's default (murmur2) hash of
-// it, so that repartition topics and co-partitioned user topics agree; and
+// it (keyHasher), so that repartition topics and co-partitioned user topics
+// agree; and
 // records without a key to one partition after another, a batch's worth to
 // each, as Kafka's uniform sticky partitioner does.
 //
@@ -1148,9 +1147,9 @@ func (p *partitioner) ForTopic(t string) kgo.TopicPartitioner {
 // while it buffers it, and stream threads producing to one topic do not
 // wait for each other. kgo calls it under that lock.
 type topicPartitioner struct {
-	manual, hashed kgo.TopicPartitioner
-	next           int // the partition of records without a key; -1 before the first
-	bytes          int // what went there
+	manual kgo.TopicPartitioner
+	next   int // the partition of records without a key; -1 before the first
+	bytes  int // what went there
 }
 
 // stickyBytes is how much of the records without a key goes to one
@@ -1170,7 +1169,7 @@ func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
 	case isWatermark(r):
 		return p.manual.Partition(r, n)
 	case r.Key != nil:
-		return p.hashed.Partition(r, n)
+		return keyHasher.Partition(r, n)
 	}
 	if p.next < 0 {
 		p.next = mrand.IntN(n) // instances start apart

@@ -15,7 +15,7 @@ import (
 // partitioner asks to hear of new batches, so that franz-go does not hold a
 // topic's lock while the stream threads buffer records.
 func TestPartitioner(t *testing.T) {
-	p := &partitioner{changelogs: map[string]bool{"app-s-changelog": true}, manual: kgo.ManualPartitioner(), hashed: kgo.StickyKeyPartitioner(nil)}
+	p := &partitioner{changelogs: map[string]bool{"app-s-changelog": true}, manual: kgo.ManualPartitioner()}
 	const n = 8
 	if got := p.ForTopic("app-s-changelog").Partition(&kgo.Record{Key: []byte("k"), Partition: 5}, n); got != 5 {
 		t.Errorf("changelog record of partition 5 went to %d", got)

@@ -141,10 +141,10 @@ func (q *queries) setRouting(m map[task.ID]string) {
 }
 
 // keyHasher is the partitioner sluice's producer uses for every keyed
-// record (app.go's hashed: franz-go's sticky-key partitioner, which for a
-// non-nil key is Kafka's murmur2, as the Java client), so a store key is
-// found on the partition its records were written to. Partition is pure for
-// non-nil keys, so it is shared.
+// record (app.go's topicPartitioner; franz-go's sticky-key partitioner,
+// which for a non-nil key is Kafka's murmur2, as the Java client), so a
+// store key is found on the partition its records were written to.
+// Partition is pure for non-nil keys, so it is shared.
 var keyHasher = kgo.StickyKeyPartitioner(nil).ForTopic("")
 
 // KeyPartition is the partition a key goes to among n: Kafka's default
