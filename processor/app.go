@@ -738,13 +738,13 @@ func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record
 	}
 	// The largest batches first, taken by whichever goroutine is free, so
 	// that none is left with the longest at the end.
-	size := func(id task.ID) (n int) {
+	size := make(map[task.ID]int, len(order))
+	for _, id := range order {
 		for _, p := range batches[id] {
-			n += len(p)
+			size[id] += len(p)
 		}
-		return n
 	}
-	slices.SortStableFunc(order, func(a, b task.ID) int { return size(b) - size(a) })
+	slices.SortStableFunc(order, func(a, b task.ID) int { return size[b] - size[a] })
 	results := make([]result, len(order))
 	var failed atomic.Bool
 	parallel(len(order), in.a.threads, func(i int) {
@@ -773,15 +773,15 @@ func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record
 		}
 	})
 	n := 0
+	var err error
 	for _, r := range results {
-		n += r.n
-		if r.err != nil {
-			in.uncommitted += int64(n)
-			return n, r.err
+		if n += r.n; r.err != nil {
+			err = r.err
+			break
 		}
 	}
 	in.uncommitted += int64(n)
-	return n, nil
+	return n, err
 }
 
 // firstPoll bounds the first poll of a session, before the instance knows
