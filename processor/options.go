@@ -159,8 +159,9 @@ func StreamThreads(n int) Opt { return opt(func(c *config) { c.threads = n }) }
 // stores (the default; see topology.WithoutCache), those of aggregations
 // (Count, Aggregate, Reduce and their table versions) and of tables read
 // from topics (TableFrom), are held back and forwarded when the instance
-// commits, one per key and commit (none for a key added and deleted since), carrying the key's old value before the
-// first of them and its new value after the last. This is what Kafka
+// commits, one per key and commit (none for a key added and deleted
+// since), carrying the key's old value before the first of them and its
+// new value after the last. This is what Kafka
 // Streams' record cache does by default: fewer records downstream and in the
 // output topics, at the price of intermediate values and of latency up to
 // commit.interval. Under exactly_once that price is small, since nothing is
