@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // FuzzStagedMatchesModel drives a Staged over a Memory engine with a random
-// sequence of puts, deletes, flushes, commits and aborts, with and without
-// its read cache (which every step's reads fill), and checks it
-// against plain maps after every step. Beyond read-your-writes it checks
+// sequence of puts, deletes (plain or held), flushes, takes of the held
+// updates, commits and aborts, with and without its read cache (which every
+// step's reads fill), and checks it against plain maps after every step. Beyond read-your-writes it checks
 // invariant 2 itself: the engine always equals the changelog of the
 // committed transactions replayed from the start, and its checkpoint is the
 // offset of the last committed record.
@@ -54,6 +55,8 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		var txn []string                   // records emitted in the open transaction
 		log := map[string]string{}         // committed changelog, compacted
 		offset, checkpoint := int64(-1), NoCheckpoint
+		held := map[string]heldModel{} // held updates since the last TakeHeld
+		var heldOrder []string         // their keys, in the order first held
 
 		s.SetChangelog(func(k, v []byte) {
 			txn = append(txn, recString(k, v))
@@ -62,6 +65,58 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			// Eight keys including the empty key and a key with a 0x00 /
 			// 0xff byte, so prefixes and byte order are exercised.
 			return []string{"", "a", "a\x00", "ab", "b", "\xff", "c", "ca"}[b%8]
+		}
+		// write puts v (nil: deletes) under k, held (PutHeld) or not.
+		write := func(k string, v *string, hold bool, ts int64) {
+			before := len(txn)
+			var err error
+			switch {
+			case hold:
+				h, ok := held[k]
+				if !ok {
+					h.prev = mergedValue(committed, stage, k)
+					heldOrder = append(heldOrder, k)
+				}
+				h.ts = ts
+				held[k] = h
+				err = s.PutHeld([]byte(k), ptrBytes(v), ts, ts)
+			case v == nil:
+				err = s.Delete([]byte(k))
+			default:
+				err = s.Put([]byte(k), []byte(*v))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			stage[k] = v
+			if cache {
+				sinceFlush[k] = v
+			} else if got, want := txn[before:], []string{recString([]byte(k), ptrBytes(v))}; !slices.Equal(got, want) {
+				t.Fatalf("a write without cache emitted %q, want %q", got, want)
+			}
+		}
+		takeHeld := func() {
+			var got, want []string
+			err := s.TakeHeld(func(h Held) error {
+				if h.Meta != h.Timestamp {
+					t.Fatalf("held update of %q: meta %v, want its timestamp %d", h.Key, h.Meta, h.Timestamp)
+				}
+				got = append(got, fmt.Sprintf("%q:%s>%s@%d", h.Key, ptrString(stringPtr(h.Prev)), ptrString(stringPtr(h.Value)), h.Timestamp))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range heldOrder {
+				h := held[k]
+				// The value is the key's now, whoever wrote it last.
+				want = append(want, fmt.Sprintf("%q:%s>%s@%d", k, ptrString(h.prev), ptrString(mergedValue(committed, stage, k)), h.ts))
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("TakeHeld handed out %q, want %q", got, want)
+			}
+			clear(held)
+			heldOrder = nil
 		}
 		flush := func() {
 			before := len(txn)
@@ -79,37 +134,21 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			clear(sinceFlush)
 		}
 
-		for steps := 0; len(data) > 0 && steps < 500; steps++ {
-			switch op := next() % 7; op {
+		for steps := int64(0); len(data) > 0 && steps < 500; steps++ {
+			switch op := next() % 8; op {
 			case 0, 1: // put; more likely than the rest
 				k := keyOf(next())
 				n := int(next() % 4)
 				v := strings.Repeat(string(rune('a'+next()%26)), n)
-				before := len(txn)
-				if err := s.Put([]byte(k), []byte(v)); err != nil {
-					t.Fatal(err)
-				}
-				stage[k] = &v
-				if cache {
-					sinceFlush[k] = &v
-				} else if got, want := txn[before:], []string{recString([]byte(k), []byte(v))}; !slices.Equal(got, want) {
-					t.Fatalf("Put without cache emitted %q, want %q", got, want)
-				}
+				write(k, &v, next()%2 == 0, steps)
 			case 2: // delete
-				k := keyOf(next())
-				before := len(txn)
-				if err := s.Delete([]byte(k)); err != nil {
-					t.Fatal(err)
-				}
-				stage[k] = nil
-				if cache {
-					sinceFlush[k] = nil
-				} else if got, want := txn[before:], []string{recString([]byte(k), nil)}; !slices.Equal(got, want) {
-					t.Fatalf("Delete without cache emitted %q, want %q", got, want)
-				}
+				write(keyOf(next()), nil, next()%2 == 0, steps)
 			case 3:
 				flush()
-			case 4: // end the transaction and commit
+			case 7:
+				takeHeld()
+			case 4: // end the transaction and commit, as the task does
+				takeHeld()
 				flush()
 				cp := NoCheckpoint
 				for _, r := range txn {
@@ -144,31 +183,26 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				s.Abort()
 				clear(stage)
 				clear(sinceFlush)
+				clear(held)
+				heldOrder = nil
 				txn = nil
 			case 6: // a unit of writes, then rollback or release
 				stageBefore, flushBefore, txnBefore := maps.Clone(stage), maps.Clone(sinceFlush), len(txn)
+				heldBefore, orderBefore := maps.Clone(held), slices.Clone(heldOrder)
 				s.Mark()
 				for range 1 + next()%3 {
 					k := keyOf(next())
-					if next()%3 == 0 {
-						_ = s.Delete([]byte(k))
-						stage[k] = nil
-						if cache {
-							sinceFlush[k] = nil
-						}
-					} else {
-						v := string(rune('a' + next()%26))
-						_ = s.Put([]byte(k), []byte(v))
-						stage[k] = &v
-						if cache {
-							sinceFlush[k] = &v
-						}
+					var v *string
+					if next()%3 != 0 {
+						v = new(string(rune('a' + next()%26)))
 					}
+					write(k, v, next()%2 == 0, steps)
 				}
 				if next()%2 == 0 {
 					s.Rollback()
 					// The task drops the changelog records the unit emitted.
 					stage, sinceFlush, txn = stageBefore, flushBefore, txn[:txnBefore]
+					held, heldOrder = heldBefore, orderBefore
 				} else {
 					s.Release()
 				}
@@ -224,8 +258,44 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			if s.Dirty() != len(stage) {
 				t.Fatalf("Dirty() = %d, want %d", s.Dirty(), len(stage))
 			}
+			if s.Holding() != len(held) {
+				t.Fatalf("Holding() = %d, want %d", s.Holding(), len(held))
+			}
 		}
 	})
+}
+
+// heldModel is the model's held update of a key: its value before the
+// first held write since the last TakeHeld (nil: absent), and the last
+// one's timestamp.
+type heldModel struct {
+	prev *string
+	ts   int64
+}
+
+// mergedValue is k's value in the stage over the engine (nil: absent).
+func mergedValue(committed map[string]string, stage map[string]*string, k string) *string {
+	if v, ok := stage[k]; ok {
+		return v
+	}
+	if v, ok := committed[k]; ok {
+		return &v
+	}
+	return nil
+}
+
+func stringPtr(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	return new(string(b))
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return "-"
+	}
+	return strconv.Quote(*p)
 }
 
 func recString(k, v []byte) string {

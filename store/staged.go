@@ -34,6 +34,11 @@ import (
 // its engine while the task runs; whoever writes the engine otherwise (a
 // restore) must do it before the first read or call DropCache.
 //
+// An entry may also hold a table update back for the flush (PutHeld,
+// TakeHeld): the runtime's folding of a table's updates, one per key, keeps
+// them where the key's value is, so holding costs no lookup of its own, and
+// a unit's Rollback or an Abort takes them back with the writes.
+//
 // A Staged is used by one goroutine (its task's); only the Engine beneath it
 // may be read by others.
 type Staged struct {
@@ -57,23 +62,26 @@ type Staged struct {
 	// pending holds indices of entries written since the last Flush (cache
 	// mode only).
 	pending []int
-	writes  []Write // Commit's scratch, kept to avoid a slice per commit
+	// held holds indices of entries with a held update (PutHeld), in the
+	// order they were first held since the last TakeHeld.
+	held   []int
+	writes []Write // Commit's scratch, kept to avoid a slice per commit
+	taken  []Held  // TakeHeld's scratch
 
 	// A mark (see Mark) remembers how to undo the writes after it.
 	marked      bool
 	markEntries int        // len(entries) at Mark
 	markPending int        // len(pending) at Mark
 	markDirty   int        // len(dirty) at Mark
-	undo        []undoStep // older entries' states before their first write after Mark, in write order
+	markHeld    int        // len(held) at Mark
+	undo        []undoStep // older entries' states before each write after Mark, in write order
 
 	stats Stats
 }
 
 type undoStep struct {
-	i       int
-	value   []byte
-	pending bool
-	dirty   bool
+	i   int
+	was stagedEntry
 }
 
 type stagedEntry struct {
@@ -83,6 +91,13 @@ type stagedEntry struct {
 	value   []byte
 	pending bool // in Staged.pending
 	dirty   bool // in Staged.dirty
+	held    bool // in Staged.held
+	// A held entry's prev is the key's value before its first held write
+	// since the last TakeHeld (nil: absent), ts and meta are its last held
+	// write's.
+	prev []byte
+	ts   int64
+	meta any
 }
 
 // entryOverhead estimates the memory of an entry beyond its key and value:
@@ -160,7 +175,15 @@ func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
 // Get reads the stage first, then the engine; a staged delete hides the
 // engine's value. What it read from the engine it caches as a clean entry.
 // The value is returned without a copy: the caller must not modify it.
-func (s *Staged) Get(key []byte) ([]byte, bool, error) {
+func (s *Staged) Get(key []byte) ([]byte, bool, error) { return s.get(key, false) }
+
+// GetForUpdate is Get for a key the caller writes next (a read-modify-write,
+// as aggregations do): what it reads from the engine stays in the stage even
+// when the read cache is full, since the write would keep it anyway, and the
+// write then finds the key's entry without a second lookup.
+func (s *Staged) GetForUpdate(key []byte) ([]byte, bool, error) { return s.get(key, true) }
+
+func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 	s.stats.Gets++
 	if i, ok := s.lookup(key); ok {
 		s.stats.StageHits++
@@ -168,7 +191,7 @@ func (s *Staged) Get(key []byte) ([]byte, bool, error) {
 		return v, v != nil, nil
 	}
 	v, ok, err := s.engine.Get(key)
-	if err != nil || s.cached >= s.cacheLimit {
+	if err != nil || s.cached >= s.cacheLimit && !update {
 		// A full cache takes no more reads until the commit drops it:
 		// a transaction reading many keys stays within the bound.
 		return v, ok, err
@@ -203,13 +226,6 @@ func (s *Staged) lookup(key []byte) (int, bool) {
 	return i, ok
 }
 
-// Last returns the position of the entry of the key last read or written.
-// After a Put or Delete it is that key's, and it names the key alone until
-// the next Commit or Abort, or the Rollback of the unit that wrote the key
-// first: a caller may keep something of its own per key by position for
-// that long, without a map of its own (task folding does).
-func (s *Staged) Last() int { return s.last }
-
 // Put stages value under key, copying both. A nil value deletes key.
 func (s *Staged) Put(key, value []byte) error {
 	if value == nil {
@@ -227,11 +243,12 @@ func (s *Staged) Delete(key []byte) error {
 	return nil
 }
 
-func (s *Staged) stage(key, value []byte) {
+// stage writes value (nil: a delete) to key's entry, adding one if the key
+// has none, and returns the entry's index.
+func (s *Staged) stage(key, value []byte) int {
 	i, ok := s.lookup(key)
 	if ok && s.marked && i < s.markEntries {
-		e := &s.entries[i]
-		s.undo = append(s.undo, undoStep{i: i, value: e.value, pending: e.pending, dirty: e.dirty})
+		s.undo = append(s.undo, undoStep{i: i, was: s.entries[i]})
 	}
 	if !ok {
 		// One allocation for key and value; the key is capped so no append
@@ -263,13 +280,82 @@ func (s *Staged) stage(key, value []byte) {
 	}
 	if !s.cache {
 		s.emit(e)
-		return
+		return i
 	}
 	if !e.pending {
 		e.pending = true
 		s.pending = append(s.pending, i)
 	}
+	return i
 }
+
+// PutHeld is Put (a nil value: Delete) for a table whose updates are held
+// back until the flush rather than forwarded one by one (folding,
+// processor.FoldUpdates; Kafka Streams' record cache): the key's entry also
+// keeps the write's record context, ts and meta (the caller's), and the
+// key's value before its first held write since the last TakeHeld, so that
+// TakeHeld can hand out one update per key. A key without an entry, which
+// GetForUpdate would have made, is read from the engine first.
+func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
+	i, ok := s.lookup(key)
+	if !ok {
+		v, _, err := s.engine.Get(key)
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", s.name, err)
+		}
+		i = s.add(bytes.Clone(key), v)
+	}
+	prev := s.entries[i].value
+	if value == nil {
+		s.stats.Deletes++
+	} else {
+		s.stats.Puts++
+	}
+	s.stage(key, value) // finds entry i first: no second map lookup
+	e := &s.entries[i]
+	if !e.held {
+		e.held, e.prev = true, prev
+		s.held = append(s.held, i)
+	}
+	e.ts, e.meta = ts, meta
+	return nil
+}
+
+// Held is a key's held update, as TakeHeld hands it out: the key's value
+// before its first held write since the last TakeHeld and its value now
+// (nil: absent), and the record context of its last held write.
+type Held struct {
+	Key, Prev, Value []byte
+	Timestamp        int64
+	Meta             any
+}
+
+// TakeHeld hands fn each key's held update, in the order the keys were first
+// held, and forgets them: later writes hold anew. If fn fails, the updates
+// not yet handed out are dropped and its error returned. fn may write to the
+// store. The slices must not be modified. Like Flush, it must not be called
+// between Mark and Release or Rollback.
+func (s *Staged) TakeHeld(fn func(Held) error) error {
+	taken := s.taken[:0]
+	for _, i := range s.held {
+		e := &s.entries[i]
+		taken = append(taken, Held{Key: e.key, Prev: e.prev, Value: e.value, Timestamp: e.ts, Meta: e.meta})
+		e.held, e.prev, e.meta = false, nil, nil
+	}
+	s.held = s.held[:0]
+	var err error
+	for _, h := range taken {
+		if err = fn(h); err != nil {
+			break
+		}
+	}
+	clear(taken)
+	s.taken = taken[:0]
+	return err
+}
+
+// Holding returns the number of keys with a held update.
+func (s *Staged) Holding() int { return len(s.held) }
 
 func (s *Staged) emit(e *stagedEntry) {
 	if s.changelog == nil {
@@ -411,6 +497,8 @@ func (s *Staged) Flush() {
 // ErrUnflushed is returned by Commit when writes made with the cache on have
 // not been emitted to the changelog by a Flush: applying them would leave
 // local state ahead of the changelog, which a restore could not reproduce.
+// So it is when held updates were not taken (TakeHeld): they would never
+// be forwarded.
 var ErrUnflushed = errors.New("store: commit with unflushed writes")
 
 // Commit applies everything staged since the last Commit or Abort to the
@@ -423,6 +511,9 @@ var ErrUnflushed = errors.New("store: commit with unflushed writes")
 func (s *Staged) Commit(checkpoint int64) error {
 	if s.changelog != nil && len(s.pending) > 0 {
 		return fmt.Errorf("%w: %d keys in store %s", ErrUnflushed, len(s.pending), s.name)
+	}
+	if len(s.held) > 0 {
+		return fmt.Errorf("%w: %d held updates in store %s", ErrUnflushed, len(s.held), s.name)
 	}
 	if len(s.dirty) == 0 && checkpoint == NoCheckpoint {
 		return nil
@@ -473,7 +564,7 @@ func (s *Staged) DropCache() {
 // changelog records emitted inside the unit are the caller's to drop.
 func (s *Staged) Mark() {
 	s.marked = true
-	s.markEntries, s.markPending, s.markDirty = len(s.entries), len(s.pending), len(s.dirty)
+	s.markEntries, s.markPending, s.markDirty, s.markHeld = len(s.entries), len(s.pending), len(s.dirty), len(s.held)
 	s.undo = s.undo[:0]
 }
 
@@ -490,10 +581,10 @@ func (s *Staged) Rollback() {
 		return
 	}
 	for j := len(s.undo) - 1; j >= 0; j-- {
-		u := s.undo[j]
+		u := &s.undo[j]
 		e := &s.entries[u.i]
-		s.cached += len(u.value) - len(e.value)
-		e.value, e.pending, e.dirty = u.value, u.pending, u.dirty
+		s.cached += len(u.was.value) - len(e.value)
+		*e = u.was
 	}
 	for i := s.markEntries; i < len(s.entries); i++ {
 		e := &s.entries[i]
@@ -504,6 +595,7 @@ func (s *Staged) Rollback() {
 	s.entries = s.entries[:s.markEntries]
 	s.pending = s.pending[:s.markPending]
 	s.dirty = s.dirty[:s.markDirty]
+	s.held = s.held[:s.markHeld]
 	s.Release()
 }
 
@@ -513,6 +605,7 @@ func (s *Staged) reset() {
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
 	s.dirty = s.dirty[:0]
+	s.held = s.held[:0]
 	s.cached = 0
 	s.Release()
 }

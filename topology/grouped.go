@@ -161,21 +161,14 @@ func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K
 		Name:   t.name(m.Name()+"-"+kind, strings.ToUpper(kind)),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
-		New:    func() exec.Processor { return &updateProc[K, V, A]{m: m, fn: fn} },
+		New:    func() exec.Processor { return &updateProc[K, V, A]{tableWriter: tableWriter[K, A]{m: m}, fn: fn} },
 	}), s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
 type updateProc[K, V, A any] struct {
-	m   Materialization[K, A]
-	kv  *KV[K, A]
-	ctx exec.Context
-	fn  func(K, V, A, bool) A
-}
-
-func (p *updateProc[K, V, A]) Init(ctx exec.Context) error {
-	p.ctx, p.kv = ctx, p.m.open(ctx)
-	return nil
+	tableWriter[K, A]
+	fn func(K, V, A, bool) A
 }
 
 func (p *updateProc[K, V, A]) Process(r exec.Record) error {
@@ -183,20 +176,9 @@ func (p *updateProc[K, V, A]) Process(r exec.Record) error {
 		return nil // aggregations ignore deletes, as Kafka Streams' ignore nulls
 	}
 	k := r.Key.(K)
-	old, ok, err := p.kv.Get(k)
+	old, ok, err := p.get(k)
 	if err != nil {
 		return err
 	}
-	agg := p.fn(k, r.Value.(V), old, ok)
-	if err := p.kv.Put(k, agg); err != nil {
-		return err
-	}
-	ch := exec.Change{New: agg}
-	if ok {
-		ch.Old = old
-	}
-	r.Value = ch
-	return p.ctx.Forward(r)
+	return p.change(r, k, exec.ChangeOf[A]{Old: old, HasOld: ok, New: p.fn(k, r.Value.(V), old, ok), HasNew: true})
 }
-
-func (p *updateProc[K, V, A]) Close() error { return nil }

@@ -109,6 +109,63 @@ func (m Materialization[K, V]) folding(n *exec.Node) *exec.Node {
 	return n
 }
 
+// tableWriter is what the nodes that keep a table in m and forward its
+// changes share (aggregations, table sources): the typed store and, with
+// folding (exec.Context.Folding), holding each change back in the store
+// until the flush instead of forwarding it. It is the Processor's Init,
+// Close and Unfold of such a node.
+type tableWriter[K, V any] struct {
+	m    Materialization[K, V]
+	kv   *KV[K, V]
+	ctx  exec.Context
+	fold bool
+}
+
+func (w *tableWriter[K, V]) Init(ctx exec.Context) error {
+	w.ctx, w.kv, w.fold = ctx, w.m.open(ctx), ctx.Folding()
+	return nil
+}
+
+func (w *tableWriter[K, V]) Close() error { return nil }
+
+// get reads k's value for an update.
+func (w *tableWriter[K, V]) get(k K) (V, bool, error) { return w.kv.getForUpdate(k) }
+
+// write stores k's new value, or deletes k (!ch.HasNew). With folding it
+// holds ch back until the flush, with its record context, and reports held.
+func (w *tableWriter[K, V]) write(k K, ch exec.ChangeOf[V], ts int64, hs []exec.Header) (held bool, err error) {
+	switch {
+	case w.fold:
+		return true, w.kv.putHeld(k, ch.New, ch.HasNew, ts, hs)
+	case ch.HasNew:
+		return false, w.kv.Put(k, ch.New)
+	default:
+		return false, w.kv.Delete(k)
+	}
+}
+
+// change writes ch, the change of r's key k, and forwards it as r's value,
+// unless it was held.
+func (w *tableWriter[K, V]) change(r exec.Record, k K, ch exec.ChangeOf[V]) error {
+	held, err := w.write(k, ch, r.Timestamp, r.Headers)
+	if held || err != nil {
+		return err
+	}
+	r.Value = ch.Erase()
+	return w.ctx.Forward(r)
+}
+
+// Unfold forwards a held update (exec.Unfolder); a key that was added and
+// deleted since the last flush did not change.
+func (w *tableWriter[K, V]) Unfold(h store.Held) error {
+	k, ch, err := w.kv.decodeChange(h)
+	if err != nil || !ch.HasOld && !ch.HasNew {
+		return err
+	}
+	hs, _ := h.Meta.([]exec.Header)
+	return w.ctx.Forward(exec.Record{Key: k, Value: ch.Erase(), Timestamp: h.Timestamp, Headers: hs})
+}
+
 // Open returns the store in the task that ctx belongs to. Call it in Init.
 func (m Materialization[K, V]) Open(ctx interface{ execContext() exec.Context }) *KV[K, V] {
 	return &KV[K, V]{s: ctx.execContext().Store(m.spec.Name), ks: m.ks, vs: m.vs}
@@ -125,12 +182,22 @@ func (m Materialization[K, V]) View(s *store.Staged) *KV[K, V] {
 }
 
 // Get returns the value of k.
-func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) {
+func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) { return kv.get(k, false) }
+
+// getForUpdate is Get for a key written next (store.Staged.GetForUpdate).
+func (kv *KV[K, V]) getForUpdate(k K) (v V, ok bool, err error) { return kv.get(k, true) }
+
+func (kv *KV[K, V]) get(k K, update bool) (v V, ok bool, err error) {
 	kb, _, err := kv.encode(k, nil)
 	if err != nil {
 		return v, false, err
 	}
-	b, ok, err := kv.s.Get(kb)
+	var b []byte
+	if update {
+		b, ok, err = kv.s.GetForUpdate(kb)
+	} else {
+		b, ok, err = kv.s.Get(kb)
+	}
 	if err != nil || !ok {
 		return v, ok, err
 	}
@@ -150,6 +217,25 @@ func (kv *KV[K, V]) Put(k K, v V) error {
 	return kv.s.Put(kb, vb)
 }
 
+// putHeld writes k's new value, or deletes k (!has), holding the update
+// back until the flush (store.Staged.PutHeld) with its record context; the
+// headers travel in the entry's meta, which holds nothing without any.
+func (kv *KV[K, V]) putHeld(k K, v V, has bool, ts int64, hs []exec.Header) error {
+	var vp *V
+	if has {
+		vp = &v
+	}
+	kb, vb, err := kv.encode(k, vp)
+	if err != nil {
+		return err
+	}
+	var meta any
+	if len(hs) > 0 {
+		meta = hs
+	}
+	return kv.s.PutHeld(kb, vb, ts, meta)
+}
+
 // Delete removes k.
 func (kv *KV[K, V]) Delete(k K) error {
 	kb, _, err := kv.encode(k, nil)
@@ -157,6 +243,26 @@ func (kv *KV[K, V]) Delete(k K) error {
 		return err
 	}
 	return kv.s.Delete(kb)
+}
+
+// decodeChange decodes a held update (store.Held) of the store.
+func (kv *KV[K, V]) decodeChange(h store.Held) (k K, ch exec.ChangeOf[V], err error) {
+	if k, err = kv.ks.Decode(h.Key); err != nil {
+		return k, ch, fmt.Errorf("store %s: key: %w", kv.s.Name(), err)
+	}
+	if h.Prev != nil {
+		if ch.Old, err = kv.vs.Decode(h.Prev); err != nil {
+			return k, ch, fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+		}
+		ch.HasOld = true
+	}
+	if h.Value != nil {
+		if ch.New, err = kv.vs.Decode(h.Value); err != nil {
+			return k, ch, fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+		}
+		ch.HasNew = true
+	}
+	return k, ch, nil
 }
 
 // Range calls fn for each entry with an encoded key in [from, to) (nil: open),

@@ -29,50 +29,30 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
-		New:    func() exec.Processor { return &tableSourceProc[K, V]{m: m} },
+		New:    func() exec.Processor { return &tableSourceProc[K, V]{tableWriter[K, V]{m: m}} },
 	}), src)
 	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
 // tableSourceProc materializes a topic read as a table.
-type tableSourceProc[K, V any] struct {
-	m   Materialization[K, V]
-	kv  *KV[K, V]
-	ctx exec.Context
-}
-
-func (p *tableSourceProc[K, V]) Init(ctx exec.Context) error {
-	p.ctx, p.kv = ctx, p.m.open(ctx)
-	return nil
-}
+type tableSourceProc[K, V any] struct{ tableWriter[K, V] }
 
 func (p *tableSourceProc[K, V]) Process(r exec.Record) error {
 	k := r.Key.(K)
-	old, had, err := p.kv.Get(k)
+	old, had, err := p.get(k)
 	if err != nil {
 		return err
 	}
-	var ch exec.Change
-	if had {
-		ch.Old = old
-	}
+	ch := exec.ChangeOf[V]{Old: old, HasOld: had}
 	if r.Value == exec.Tombstone {
 		if !had {
 			return nil // deleting what is not there changes nothing
 		}
-		err = p.kv.Delete(k)
 	} else {
-		ch.New = r.Value
-		err = p.kv.Put(k, r.Value.(V))
+		ch.New, ch.HasNew = r.Value.(V), true
 	}
-	if err != nil {
-		return err
-	}
-	r.Value = ch
-	return p.ctx.Forward(r)
+	return p.change(r, k, ch)
 }
-
-func (p *tableSourceProc[K, V]) Close() error { return nil }
 
 // tableNode adds a stateless node over a table's changes: fn maps one side
 // (old or new) of a change, returning ok=false for "absent".
@@ -206,7 +186,17 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New: func() exec.Processor {
-			return &tableAggProc[K, V, A]{m: m, init: init, add: add, subtract: subtract}
+			// A row joining or leaving its group is an update of the
+			// group's aggregate, as a stream's record is.
+			return &updateProc[K, tableOp[V], A]{tableWriter: tableWriter[K, A]{m: m}, fn: func(k K, op tableOp[V], agg A, ok bool) A {
+				if !ok {
+					agg = init()
+				}
+				if op.add {
+					return add(k, op.v, agg)
+				}
+				return subtract(k, op.v, agg)
+			}}
 		},
 	}), g.s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
@@ -230,47 +220,3 @@ func ReduceTable[K, V any](g GroupedTable[K, V], add, subtract func(V, V) V, m M
 		func(_ K, v, agg V) V { return add(agg, v) },
 		func(_ K, v, agg V) V { return subtract(agg, v) }, m)
 }
-
-type tableAggProc[K, V, A any] struct {
-	m             Materialization[K, A]
-	init          func() A
-	add, subtract func(K, V, A) A
-	kv            *KV[K, A]
-	ctx           exec.Context
-}
-
-func (p *tableAggProc[K, V, A]) Init(ctx exec.Context) error {
-	p.ctx, p.kv = ctx, p.m.open(ctx)
-	return nil
-}
-
-func (p *tableAggProc[K, V, A]) Process(r exec.Record) error {
-	if r.Value == exec.Tombstone {
-		return nil
-	}
-	k, op := r.Key.(K), r.Value.(tableOp[V])
-	old, had, err := p.kv.Get(k)
-	if err != nil {
-		return err
-	}
-	agg := old
-	if !had {
-		agg = p.init()
-	}
-	if op.add {
-		agg = p.add(k, op.v, agg)
-	} else {
-		agg = p.subtract(k, op.v, agg)
-	}
-	if err := p.kv.Put(k, agg); err != nil {
-		return err
-	}
-	ch := exec.Change{New: agg}
-	if had {
-		ch.Old = old
-	}
-	r.Value = ch
-	return p.ctx.Forward(r)
-}
-
-func (p *tableAggProc[K, V, A]) Close() error { return nil }

@@ -30,6 +30,26 @@ type Change struct {
 	Old, New any
 }
 
+// ChangeOf is a Change with the type of its values kept: what typed chains
+// carry from a table node. HasOld and HasNew say whether each side is
+// present.
+type ChangeOf[V any] struct {
+	Old, New       V
+	HasOld, HasNew bool
+}
+
+// Erase returns c as a Change.
+func (c ChangeOf[V]) Erase() Change {
+	var ch Change
+	if c.HasOld {
+		ch.Old = c.Old
+	}
+	if c.HasNew {
+		ch.New = c.New
+	}
+	return ch
+}
+
 // tombstone is the type of Tombstone.
 type tombstone struct{}
 
@@ -99,6 +119,18 @@ type Context interface {
 	// WallClock is the wall-clock time the driver last passed in
 	// (milliseconds): processing time, for processing-time triggers.
 	WallClock() int64
+	// Folding reports whether the node, one with a FoldStore, holds its
+	// table's updates back until the task's flush (processor.FoldUpdates):
+	// it then writes each with store.Staged.PutHeld instead of forwarding
+	// it, and the task hands it the held updates at the flush (Unfolder).
+	Folding() bool
+}
+
+// Unfolder is implemented by the processors of nodes with a FoldStore: at
+// its flush, when folding, the task hands Unfold each key's held update of
+// the store (store.Staged.TakeHeld), each in a unit of its own, to forward.
+type Unfolder interface {
+	Unfold(h store.Held) error
 }
 
 // WatermarkListener is implemented by processors that act on event time
@@ -178,10 +210,10 @@ type Node struct {
 	Stores []string
 
 	// Processor: FoldStore, if set, marks a node whose forwards are the
-	// updates of a table (exec.Change values) that the task may hold back
-	// and forward at its flush, one per key (Kafka Streams' record cache).
-	// It names the store the node writes each key to right before it
-	// forwards the key's update: the store's entry tells the keys apart.
+	// updates of a table (exec.Change values) that the task may have it
+	// hold back and forward at its flush, one per key (Kafka Streams'
+	// record cache; Context.Folding). It names the store that holds them:
+	// the one the node keeps the table in.
 	FoldStore string
 
 	// Sink: Encode turns key and value into bytes, carved from a where

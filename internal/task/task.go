@@ -83,10 +83,8 @@ type Task struct {
 	late                            int64
 
 	// folders are the nodes whose table updates the task folds until its
-	// flush, in topological order; unitUpdates what the unit being
-	// processed forwarded to them (fold.go).
-	folders     []*nodeInst
-	unitUpdates []unitUpdate
+	// flush, in topological order (fold.go).
+	folders []*nodeInst
 
 	// What the task produces is carved from chunks rather than allocated
 	// one by one: key and value bytes from arena, records from recs.
@@ -143,7 +141,6 @@ func (t *Task) release() {
 		t.buf[i] = sent{}
 	}
 	t.buf = t.buf[:0]
-	t.keepUnitUpdates()
 }
 
 // rollback drops the unit: its writes and its records.
@@ -152,7 +149,6 @@ func (t *Task) rollback() {
 		t.stores[name].Rollback()
 	}
 	t.buffering = false
-	t.dropUnitUpdates()
 	clear(t.buf)
 	t.buf = t.buf[:0]
 }
@@ -294,12 +290,6 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		}
 		insts[n] = ni
 		t.nodes = append(t.nodes, ni)
-		if cfg.FoldUpdates && n.FoldStore != "" && !t.carryWM {
-			// Not with event time: held updates would meet the
-			// watermark later than their records did.
-			ni.fold = &fold{}
-			t.folders = append(t.folders, ni)
-		}
 		if n.Kind == exec.KindSource {
 			for _, topic := range n.Topics {
 				if n.Internal {
@@ -370,10 +360,13 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			t.emit(r, promise)
 		})
 	}
-	for _, ni := range t.folders {
-		if ni.fold.store = t.stores[ni.node.FoldStore]; ni.fold.store == nil {
+	for _, ni := range t.nodes {
+		if ni.node.FoldStore != "" && t.stores[ni.node.FoldStore] == nil {
 			t.closeStores()
 			return nil, fmt.Errorf("processor: task %s: %s folds by store %q, which it does not have", id, ni.node.Name, ni.node.FoldStore)
+		}
+		if ni.fold = t.folder(ni); ni.fold != nil {
+			t.folders = append(t.folders, ni)
 		}
 	}
 	return t, nil
@@ -401,6 +394,9 @@ func (t *Task) Init() error {
 		if _, ok := ni.proc.(exec.ProcessingTimeListener); ok {
 			t.onProcessingTime = append(t.onProcessingTime, ni)
 		}
+	}
+	if err := t.checkFolders(); err != nil {
+		return err
 	}
 	t.link()
 	return nil
@@ -710,9 +706,8 @@ func (t *Task) Abort() {
 	t.clMu.Lock()
 	t.clOffsets = map[string]int64{}
 	t.clMu.Unlock()
-	t.dropFolds()
 	for _, name := range t.order {
-		t.stores[name].Abort()
+		t.stores[name].Abort() // held updates go too
 	}
 	t.streamTime = t.committedStreamTime
 	t.abortTime()
@@ -753,7 +748,7 @@ type nodeInst struct {
 	topic    string // sinks: the runtime topic
 	// sources: the stores whose changelog is this source's topic
 	changelogOf []string
-	fold        *fold // the updates it holds back, with Config.FoldUpdates
+	fold        *store.Staged // the store it holds its updates in, with Config.FoldUpdates
 	// sources: the typed chain from the record's bytes (Task.link)
 	direct func(k, v []byte) error
 }
@@ -802,9 +797,6 @@ func (n *nodeInst) sendFramed(k, v []byte) error {
 // Forward passes r on. Inside a watermark listener, each forward of the
 // listener's own is a unit of its own (Task.fire).
 func (n *nodeInst) Forward(r exec.Record) error {
-	if n.fold != nil {
-		return n.t.hold(n, r)
-	}
 	if n.t.firing && !n.t.buffering {
 		return n.t.fire(n, r.Timestamp, func() error { return n.forward(r) })
 	}
@@ -823,6 +815,8 @@ func (n *nodeInst) ForwardTo(child string, r exec.Record) error {
 }
 
 func (n *nodeInst) WallClock() int64 { return n.t.wall }
+
+func (n *nodeInst) Folding() bool { return n.fold != nil }
 
 func (n *nodeInst) Global(name string) store.Engine { return n.t.cfg.Globals[name] }
 

@@ -3,6 +3,7 @@ package task
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,19 +163,7 @@ func BenchmarkFusedCount(b *testing.B) {
 		w := []byte(fmt.Sprintf("w%d", i%300))
 		recs[i] = &kgo.Record{Topic: "bench-counts-repartition", Key: w, Value: w, Timestamp: time.UnixMilli(int64(i))}
 	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := tk.Process(recs[i%len(recs)]); err != nil {
-			b.Fatal(err)
-		}
-		if i++; i%len(recs) == 0 {
-			tk.Flush()
-			if err := tk.Commit(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	processCommitting(b, tk, recs)
 }
 
 // wordCount is the wordcount example's topology (the examples package
@@ -202,19 +191,7 @@ func BenchmarkFusedCountManyKeys(b *testing.B) {
 		w := []byte(fmt.Sprintf("%08d", r.IntN(12_500)))
 		recs[i] = &kgo.Record{Topic: "bench-counts-repartition", Key: w, Value: w, Timestamp: time.UnixMilli(int64(i))}
 	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := tk.Process(recs[i%len(recs)]); err != nil {
-			b.Fatal(err)
-		}
-		if i++; i%len(recs) == 0 {
-			tk.Flush()
-			if err := tk.Commit(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	processCommitting(b, tk, recs)
 }
 
 // BenchmarkFusedMapFilter is one record through the bench's stateless
@@ -232,6 +209,53 @@ func BenchmarkFusedMapFilter(b *testing.B) {
 	for b.Loop() {
 		if err := tk.Process(r); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFusedCountFromSource is the count scenario of `sluice bench` as
+// one of its 8 tasks sees it, from its `From` source to its sink: keys drawn
+// from 12,500, 100-byte values, a flush and commit every 12,500 records
+// (what a 100 ms transaction holds at about a million records a second),
+// with folded updates (the bench's exactly_once) and without (its
+// at_least_once).
+func BenchmarkFusedCountFromSource(b *testing.B) {
+	for _, fold := range []bool{true, false} {
+		b.Run("fold="+strconv.FormatBool(fold), func(b *testing.B) {
+			top := topology.New()
+			s := topology.From(top, "in", serde.String, serde.Bytes)
+			c := topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
+			topology.To(topology.ToStream(c), "out", serde.String, serde.Int64Text)
+			d := &discard{}
+			tk := startTask(b, plan(b, top), 0, Config{AppID: "bench", Send: d.send, FoldUpdates: fold})
+			recs := make([]*kgo.Record, 12_500)
+			r := rand.New(rand.NewPCG(1, 2))
+			val := make([]byte, 100)
+			for i := range recs {
+				k := []byte(fmt.Sprintf("%08d", r.IntN(12_500)))
+				recs[i] = &kgo.Record{Topic: "in", Key: k, Value: val, Timestamp: time.UnixMilli(int64(i))}
+			}
+			processCommitting(b, tk, recs)
+		})
+	}
+}
+
+// processCommitting processes recs over and over, flushing and committing
+// after each round.
+func processCommitting(b *testing.B, tk *Task, recs []*kgo.Record) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := tk.Process(recs[i%len(recs)]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%len(recs) == 0 {
+			if err := tk.Flush(); err != nil {
+				b.Fatal(err)
+			}
+			if err := tk.Commit(); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
