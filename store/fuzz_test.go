@@ -52,6 +52,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		committed := map[string]string{}   // engine content, by the model
 		stage := map[string]*string{}      // nil: staged delete
 		sinceFlush := map[string]*string{} // cache mode: what the next Flush must emit
+		var flushOrder []string            // its keys, in first-write order
 		var txn []string                   // records emitted in the open transaction
 		log := map[string]string{}         // committed changelog, compacted
 		offset, checkpoint := int64(-1), NoCheckpoint
@@ -90,6 +91,9 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			}
 			stage[k] = v
 			if cache {
+				if _, ok := sinceFlush[k]; !ok {
+					flushOrder = append(flushOrder, k)
+				}
 				sinceFlush[k] = v
 			} else if got, want := txn[before:], []string{recString([]byte(k), ptrBytes(v))}; !slices.Equal(got, want) {
 				t.Fatalf("a write without cache emitted %q, want %q", got, want)
@@ -124,7 +128,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			got := txn[before:]
 			var want []string
 			if cache {
-				for _, k := range slices.Sorted(maps.Keys(sinceFlush)) {
+				for _, k := range flushOrder {
 					want = append(want, recString([]byte(k), ptrBytes(sinceFlush[k])))
 				}
 			}
@@ -132,6 +136,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				t.Fatalf("Flush emitted %q, want %q", got, want)
 			}
 			clear(sinceFlush)
+			flushOrder = nil
 		}
 
 		for steps := int64(0); len(data) > 0 && steps < 500; steps++ {
@@ -183,12 +188,14 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				s.Abort()
 				clear(stage)
 				clear(sinceFlush)
+				flushOrder = nil
 				clear(held)
 				heldOrder = nil
 				txn = nil
 			case 6: // a unit of writes, then rollback or release
 				stageBefore, flushBefore, txnBefore := maps.Clone(stage), maps.Clone(sinceFlush), len(txn)
 				heldBefore, orderBefore := maps.Clone(held), slices.Clone(heldOrder)
+				flushOrderBefore := slices.Clone(flushOrder)
 				s.Mark()
 				for range 1 + next()%3 {
 					k := keyOf(next())
@@ -202,7 +209,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 					s.Rollback()
 					// The task drops the changelog records the unit emitted.
 					stage, sinceFlush, txn = stageBefore, flushBefore, txn[:txnBefore]
-					held, heldOrder = heldBefore, orderBefore
+					held, heldOrder, flushOrder = heldBefore, orderBefore, flushOrderBefore
 				} else {
 					s.Release()
 				}
