@@ -119,6 +119,15 @@ type tableWriter[K, V any] struct {
 	kv   *KV[K, V]
 	ctx  exec.Context
 	fold bool
+	// out is the typed chain the node's output goes to, if the task
+	// linked one (tableTyped), and frame the task's.
+	out   func(K, exec.ChangeOf[V]) error
+	frame *exec.Frame
+}
+
+// linkOut keeps the typed chain the node's output goes to.
+func (w *tableWriter[K, V]) linkOut(f *exec.Frame, out func(K, exec.ChangeOf[V]) error) {
+	w.frame, w.out = f, out
 }
 
 func (w *tableWriter[K, V]) Init(ctx exec.Context) error {
@@ -155,15 +164,49 @@ func (w *tableWriter[K, V]) change(r exec.Record, k K, ch exec.ChangeOf[V]) erro
 	return w.ctx.Forward(r)
 }
 
-// Unfold forwards a held update (exec.Unfolder); a key that was added and
-// deleted since the last flush did not change.
+// Unfold forwards a held update (exec.Unfolder), through the typed chain
+// if there is one; a key that was added and deleted since the last flush
+// did not change.
 func (w *tableWriter[K, V]) Unfold(h store.Held) error {
 	k, ch, err := w.kv.decodeChange(h)
 	if err != nil || !ch.HasOld && !ch.HasNew {
 		return err
 	}
 	hs, _ := h.Meta.([]exec.Header)
+	if w.out != nil {
+		w.frame.Timestamp, w.frame.Headers = h.Timestamp, hs
+		return w.out(k, ch)
+	}
 	return w.ctx.Forward(exec.Record{Key: k, Value: ch.Erase(), Timestamp: h.Timestamp, Headers: hs})
+}
+
+// tableTyped is the exec.Typed of a node that keeps a table of K and V
+// (its Processor embeds a tableWriter): its output is a typed chain of
+// changes, which the writer keeps for its held updates. input, if not
+// nil, makes the node's own entry from its Processor and that output; nil:
+// the node takes no typed input.
+func tableTyped[K, V any](input func(p exec.Processor, f *exec.Frame, out func(K, exec.ChangeOf[V]) error) any) *exec.Typed {
+	return &exec.Typed{
+		Link: func(f *exec.Frame, p exec.Processor, next any) any {
+			out, ok := next.(func(K, exec.ChangeOf[V]) error)
+			if !ok {
+				return nil
+			}
+			p.(interface {
+				linkOut(*exec.Frame, func(K, exec.ChangeOf[V]) error)
+			}).linkOut(f, out)
+			if input == nil {
+				return nil
+			}
+			return input(p, f, out)
+		},
+		Out: func(f *exec.Frame, receive func(exec.Record) error) any {
+			return func(k K, ch exec.ChangeOf[V]) error {
+				return receive(exec.Record{Key: k, Value: ch.Erase(), Timestamp: f.Timestamp, Headers: f.Headers})
+			}
+		},
+		Fan: exec.ChainFan[K, exec.ChangeOf[V]],
+	}
 }
 
 // Open returns the store in the task that ctx belongs to. Call it in Init.

@@ -264,7 +264,7 @@ func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
 // entry its output goes to, is made by entry.
 func chain[K, V, K2, V2 any](entry func(f *exec.Frame, emit func(K2, V2) error) func(K, V) error) *exec.Typed {
 	return &exec.Typed{
-		Link: func(f *exec.Frame, next any) any {
+		Link: func(f *exec.Frame, _ exec.Processor, next any) any {
 			emit, ok := next.(func(K2, V2) error)
 			if !ok {
 				return nil

@@ -30,6 +30,9 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New:    func() exec.Processor { return &tableSourceProc[K, V]{tableWriter[K, V]{m: m}} },
+		// Its input may be a delete, which a typed chain cannot carry;
+		// its held updates go out typed.
+		Typed: tableTyped[K, V](nil),
 	}), src)
 	return Table[K, V]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
@@ -181,23 +184,16 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 	if !m.register(t) {
 		return Table[K, A]{t: t, n: g.s.n}
 	}
-	n := t.add(m.folding(&exec.Node{
-		Name:   t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"),
-		Kind:   exec.KindProcessor,
-		Stores: []string{m.Name()},
-		New: func() exec.Processor {
-			// A row joining or leaving its group is an update of the
-			// group's aggregate, as a stream's record is.
-			return &updateProc[K, tableOp[V], A]{tableWriter: tableWriter[K, A]{m: m}, fn: func(k K, op tableOp[V], agg A, ok bool) A {
-				if !ok {
-					agg = init()
-				}
-				if op.add {
-					return add(k, op.v, agg)
-				}
-				return subtract(k, op.v, agg)
-			}}
-		},
+	// A row joining or leaving its group is an update of the group's
+	// aggregate, as a stream's record is.
+	n := t.add(updateNode(m, t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"), func(k K, op tableOp[V], agg A, ok bool) A {
+		if !ok {
+			agg = init()
+		}
+		if op.add {
+			return add(k, op.v, agg)
+		}
+		return subtract(k, op.v, agg)
 	}), g.s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }

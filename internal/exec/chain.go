@@ -6,8 +6,11 @@ package exec
 // values keep their types: they are never boxed in an `any` nor carried in
 // a Record, and no Processor or Context is called in between. This is
 // Flink's operator chaining taken one step further than the erased path,
-// which Processors still take wherever a chain cannot reach (a node with
-// several children, a stateful operator, a record from an erased parent).
+// which Processors still take wherever a chain cannot reach (most stateful
+// operators, a node with several parents, a record from an erased parent,
+// a record that may be a tombstone). Aggregations take part: their entry
+// reads and writes the store through the node's Processor, and their
+// output is a chain of ChangeOf values.
 //
 // An entry is a func(k K, v V) error for the node's input types, held as
 // any: a source's takes the raw key and value ([]byte). Links assert the
@@ -15,10 +18,13 @@ package exec
 // so that a mismatch falls back to the erased path instead of panicking.
 type Typed struct {
 	// Link (sources and processors) returns the node's entry, given the
-	// entry of its only child. Before it runs user code or a serde it sets
-	// f.Node and f.Class, so that an error or panic is blamed where it
-	// arose.
-	Link func(f *Frame, next any) any
+	// entry its output goes to, and for a processor the node's Processor
+	// in the task (nil for a source), whose state the entry may use and
+	// which may keep next for output of its own (a folding node's held
+	// updates, Unfolder). Before the entry runs user code, a store or a
+	// serde it sets f.Node and f.Class, so that an error or panic is
+	// blamed where it arose. nil: the node takes no typed input.
+	Link func(f *Frame, p Processor, next any) any
 	// Out (sources and processors) returns an entry for the node's output
 	// that boxes the key and value and hands them to receive, an erased
 	// child's: how a chain ends in erased nodes.

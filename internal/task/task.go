@@ -404,7 +404,8 @@ func (t *Task) Init() error {
 
 // link builds the typed chains (exec.Typed): every source that takes part
 // gets a direct entry from its records' bytes, through the nodes after it
-// that take part, to sinks and to the first erased nodes.
+// that take part, to sinks and to the first erased nodes; and every folding
+// node is linked to the chain its output goes to.
 func (t *Task) link() {
 	entries := map[*nodeInst]any{}
 	var entry, output func(ni *nodeInst) any
@@ -419,7 +420,7 @@ func (t *Task) link() {
 			e = typed.Sink(&t.frame, &t.arena, ni.sendFramed)
 		case ni.node.Kind == exec.KindProcessor && typed.Link != nil:
 			if next := output(ni); next != nil {
-				e = typed.Link(&t.frame, next)
+				e = typed.Link(&t.frame, ni.proc, next)
 			}
 		}
 		entries[ni] = e
@@ -442,9 +443,14 @@ func (t *Task) link() {
 	for _, src := range t.nodes {
 		if src.node.Kind == exec.KindSource && src.node.Typed != nil {
 			if next := output(src); next != nil {
-				src.direct, _ = src.node.Typed.Link(&t.frame, next).(func(k, v []byte) error)
+				src.direct, _ = src.node.Typed.Link(&t.frame, nil, next).(func(k, v []byte) error)
 			}
 		}
+	}
+	// A folding node forwards its held updates through its output's
+	// chain, whether or not a chain reaches the node itself.
+	for _, ni := range t.folders {
+		entry(ni)
 	}
 }
 

@@ -187,20 +187,23 @@ func (t *Task) listen(ni *nodeInst, fn func() error) (err error) {
 	return fn()
 }
 
-// fire runs one result forwarded by a listener as a unit: on failure its
-// writes and records are rolled back and the error policy decides. Fail
-// stops the task; Continue drops the result; DeadLetter, having no input
-// record to write, drops it too. Either way the action is logged and
-// counted (OnAction), never silent.
+// fire runs one result forwarded by a listener, or one held update of a
+// folding node, as a unit: on failure its writes and records are rolled
+// back and the error policy decides. Fail stops the task; Continue drops
+// the result; DeadLetter, having no input record to write, drops it too.
+// Either way the action is logged and counted (OnAction), never silent.
 func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 	t.begin()
-	err := t.runFrom(ni, fn)
+	// What ni forwards may go through a typed chain (a folding node's),
+	// whose errors name their node only in the frame.
+	t.frame.At(ni.node, exec.Processing)
+	err := t.runFrom(fn)
 	if err == nil {
 		t.release()
 		return nil
 	}
 	t.rollback()
-	node, class := ni.node, exec.Processing
+	node, class := t.frame.Node, t.frame.Class
 	var ne *nodeError
 	if errors.As(err, &ne) {
 		node, class, err = ne.node, ne.class, ne.err
@@ -210,23 +213,29 @@ func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 		ec.Topic, ec.Partition, ec.Offset = c.topic, c.partition, c.offset
 	}
 	if t.decide(node, ec, false) == exec.Fail {
+		if !t.firing {
+			return fmt.Errorf("processor: task %s: %s error in %s forwarding held updates at the flush: %w", t.id, class, node.Name, err)
+		}
 		return fmt.Errorf("processor: task %s: %s error in %s firing at watermark %d: %w", t.id, class, node.Name, t.clock.tracker.Watermark(), err)
 	}
 	return nil
 }
 
-// runFrom runs fn, a forward from ni, turning a panic downstream into a
-// processing error of the node it happened in.
-func (t *Task) runFrom(ni *nodeInst, fn func() error) (err error) {
+// runFrom runs fn, a forward from a node, turning a panic downstream into an
+// error of the node it happened in: the innermost erased node, or where
+// the typed chain was (no erased node below the forwarding one ran). It
+// leaves the running node as it found it.
+func (t *Task) runFrom(fn func() error) (err error) {
+	prev := t.curNode
 	defer func() {
 		if p := recover(); p != nil {
-			node := t.curNode
-			if node == nil {
-				node = ni.node
+			node, class := t.curNode, exec.Processing
+			if node == prev {
+				node, class = t.frame.Node, t.frame.Class
 			}
-			err = &nodeError{node: node, class: exec.Processing, err: fmt.Errorf("panic: %v", p)}
+			err = &nodeError{node: node, class: class, err: fmt.Errorf("panic: %v", p)}
 		}
-		t.curNode = ni.node
+		t.curNode = prev
 	}()
 	return fn()
 }
