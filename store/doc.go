@@ -45,7 +45,7 @@
 //
 // A table whose updates are forwarded once per key and flush (folding, Kafka
 // Streams' record cache) holds them in the stage too: PutHeld writes like
-// Put and keeps, in the key's entry, the write's record context and the
+// Put and keeps, with the key's entry, the write's record context and the
 // value the key had before its first held write; TakeHeld hands out one
 // update per key. Held updates follow the stage, rolled back and aborted
 // with the writes they describe.

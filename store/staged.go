@@ -36,10 +36,11 @@ import (
 // its engine while the task runs; whoever writes the engine otherwise (a
 // restore) must do it before the first read or call DropCache.
 //
-// An entry may also hold a table update back for the flush (PutHeld,
+// A key may also have a table update held back for the flush (PutHeld,
 // TakeHeld): the runtime's folding of a table's updates, one per key, keeps
-// them where the key's value is, so holding costs no lookup of its own, and
-// a unit's Rollback or an Abort takes them back with the writes.
+// them in the stage, reached from the key's entry, so holding costs no
+// lookup of its own, and a unit's Rollback or an Abort takes them back with
+// the writes.
 //
 // A Staged is used by one goroutine (its task's); only the Engine beneath it
 // may be read by others.
@@ -64,9 +65,10 @@ type Staged struct {
 	// pending holds indices of entries written since the last Flush (cache
 	// mode only).
 	pending []int
-	// held holds indices of entries with a held update (PutHeld), in the
-	// order they were first held since the last TakeHeld.
-	held     []int
+	// held holds the held updates (PutHeld), in the order their keys were
+	// first held since the last TakeHeld. They are kept beside the
+	// entries rather than in them, so that stores without them pay nothing.
+	held     []heldUpdate
 	writes   []Write    // Commit's scratch, kept to avoid a slice per commit
 	taken    []Held     // TakeHeld's scratch
 	byPrefix []prefixed // sortIndices' scratch
@@ -78,6 +80,7 @@ type Staged struct {
 	markDirty   int        // len(dirty) at Mark
 	markHeld    int        // len(held) at Mark
 	undo        []undoStep // older entries' states before each write after Mark, in write order
+	heldUndo    []heldUndo // older held updates' states before each held write after Mark, in write order
 
 	stats Stats
 }
@@ -87,20 +90,29 @@ type undoStep struct {
 	was stagedEntry
 }
 
+type heldUndo struct {
+	j   int
+	was heldUpdate
+}
+
+// heldUpdate is the update held for entries[i]: prev is the key's value
+// before its first held write since the last TakeHeld (nil: absent), ts
+// and meta are the last held write's.
+type heldUpdate struct {
+	i    int
+	prev []byte
+	ts   int64
+	meta any
+}
+
 type stagedEntry struct {
 	key []byte // owned by the stage; never mutated
 	// value is nil for a delete (dirty) or a key the engine lacks (clean).
 	// Replaced on write, never mutated in place.
 	value   []byte
-	pending bool // in Staged.pending
-	dirty   bool // in Staged.dirty
-	held    bool // in Staged.held
-	// A held entry's prev is the key's value before its first held write
-	// since the last TakeHeld (nil: absent), ts and meta are its last held
-	// write's.
-	prev []byte
-	ts   int64
-	meta any
+	pending bool  // in Staged.pending
+	dirty   bool  // in Staged.dirty
+	held    int32 // 1 + its index in Staged.held; 0: none
 }
 
 // entryOverhead estimates the memory of an entry beyond its key and value:
@@ -316,11 +328,15 @@ func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 	}
 	s.stage(key, value) // finds entry i first: no second map lookup
 	e := &s.entries[i]
-	if !e.held {
-		e.held, e.prev = true, prev
-		s.held = append(s.held, i)
+	if e.held == 0 {
+		s.held = append(s.held, heldUpdate{i: i, prev: prev})
+		e.held = int32(len(s.held))
 	}
-	e.ts, e.meta = ts, meta
+	j := int(e.held) - 1
+	if s.marked && j < s.markHeld {
+		s.heldUndo = append(s.heldUndo, heldUndo{j: j, was: s.held[j]})
+	}
+	s.held[j].ts, s.held[j].meta = ts, meta
 	return nil
 }
 
@@ -340,11 +356,12 @@ type Held struct {
 // between Mark and Release or Rollback.
 func (s *Staged) TakeHeld(fn func(Held) error) error {
 	taken := s.taken[:0]
-	for _, i := range s.held {
-		e := &s.entries[i]
-		taken = append(taken, Held{Key: e.key, Prev: e.prev, Value: e.value, Timestamp: e.ts, Meta: e.meta})
-		e.held, e.prev, e.meta = false, nil, nil
+	for _, h := range s.held {
+		e := &s.entries[h.i]
+		taken = append(taken, Held{Key: e.key, Prev: h.prev, Value: e.value, Timestamp: h.ts, Meta: h.meta})
+		e.held = 0
 	}
+	clear(s.held)
 	s.held = s.held[:0]
 	var err error
 	for _, h := range taken {
@@ -602,6 +619,7 @@ func (s *Staged) Mark() {
 	s.marked = true
 	s.markEntries, s.markPending, s.markDirty, s.markHeld = len(s.entries), len(s.pending), len(s.dirty), len(s.held)
 	s.undo = s.undo[:0]
+	s.heldUndo = s.heldUndo[:0]
 }
 
 // Release ends the unit begun by Mark, keeping its writes.
@@ -609,6 +627,8 @@ func (s *Staged) Release() {
 	s.marked = false
 	clear(s.undo)
 	s.undo = s.undo[:0]
+	clear(s.heldUndo)
+	s.heldUndo = s.heldUndo[:0]
 }
 
 // Rollback undoes every write since Mark and ends the unit.
@@ -622,6 +642,10 @@ func (s *Staged) Rollback() {
 		s.cached += len(u.was.value) - len(e.value)
 		*e = u.was
 	}
+	for j := len(s.heldUndo) - 1; j >= 0; j-- {
+		u := &s.heldUndo[j]
+		s.held[u.j] = u.was
+	}
 	for i := s.markEntries; i < len(s.entries); i++ {
 		e := &s.entries[i]
 		s.cached -= len(e.key) + len(e.value) + entryOverhead
@@ -631,6 +655,7 @@ func (s *Staged) Rollback() {
 	s.entries = s.entries[:s.markEntries]
 	s.pending = s.pending[:s.markPending]
 	s.dirty = s.dirty[:s.markDirty]
+	clear(s.held[s.markHeld:])
 	s.held = s.held[:s.markHeld]
 	s.Release()
 }
@@ -641,6 +666,7 @@ func (s *Staged) reset() {
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
 	s.dirty = s.dirty[:0]
+	clear(s.held)
 	s.held = s.held[:0]
 	s.cached = 0
 	s.Release()

@@ -17,9 +17,10 @@ import (
 // the timestamp and headers of its last update. So downstream sees the
 // same change it would have seen in steps, in one.
 //
-// The held updates live in the store's entries beside the values they
-// describe, so they cost no lookup of their own and follow the stage: what
-// a unit held goes with its Rollback, and an abort drops them all.
+// The held updates live in the store's stage, reached from the entries of
+// the values they describe, so they cost no lookup of their own and follow
+// the stage: what a unit held goes with its Rollback, and an abort drops
+// them all.
 
 // folder returns the store that ni holds its updates in, or nil if it does
 // not fold: folding is off, or the plan uses event time (held updates
