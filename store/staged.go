@@ -306,11 +306,12 @@ func (s *Staged) stage(key, value []byte) int {
 
 // PutHeld is Put (a nil value: Delete) for a table whose updates are held
 // back until the flush rather than forwarded one by one (folding,
-// processor.FoldUpdates; Kafka Streams' record cache): the key's entry also
-// keeps the write's record context, ts and meta (the caller's), and the
-// key's value before its first held write since the last TakeHeld, so that
-// TakeHeld can hand out one update per key. A key without an entry, which
-// GetForUpdate would have made, is read from the engine first.
+// processor.FoldUpdates; Kafka Streams' record cache): the stage also keeps,
+// with the key's entry, the write's record context, ts and meta (the
+// caller's), and the key's value before its first held write since the last
+// TakeHeld, so that TakeHeld can hand out one update per key. A key without
+// an entry, which GetForUpdate would have made, is read from the engine
+// first.
 func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 	i, ok := s.lookup(key)
 	if !ok {
