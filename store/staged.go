@@ -315,11 +315,10 @@ func (s *Staged) stage(key, value []byte) int {
 func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 	i, ok := s.lookup(key)
 	if !ok {
-		v, _, err := s.engine.Get(key)
-		if err != nil {
+		if _, _, err := s.GetForUpdate(key); err != nil {
 			return fmt.Errorf("store: %s: %w", s.name, err)
 		}
-		i = s.add(bytes.Clone(key), v)
+		i = s.last // the entry the read added
 	}
 	prev := s.entries[i].value
 	if value == nil {

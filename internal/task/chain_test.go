@@ -221,9 +221,9 @@ func aggRecords() []*kgo.Record {
 func runAgg(t *testing.T, erased, fold bool, tamper func(*exec.Plan)) chainRun {
 	t.Helper()
 	p := plan(t, aggTopology())
-	for _, sub := range p.Subs {
-		for _, n := range sub.Nodes {
-			if erased {
+	if erased {
+		for _, sub := range p.Subs {
+			for _, n := range sub.Nodes {
 				n.Typed = nil
 			}
 		}
