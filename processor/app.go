@@ -641,9 +641,6 @@ func (in *instance) loop(ctx context.Context) error {
 			in.end(false, AbortRebalance)
 			return err
 		}
-		if _, gen := in.sess.Client().GroupMetadata(); gen >= 0 {
-			in.a.status.setJoined(true)
-		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -991,6 +988,13 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 					}
 				}
 			}
+		}
+		if e.assigned {
+			// In the group once its assignment's tasks are open: the
+			// generation is known from the join, before the assignment
+			// arrives (franz-go calls OnPartitionsAssigned for every
+			// generation, an empty assignment included).
+			in.a.status.setJoined(true)
 		}
 	}
 	in.a.stats.Tasks.Store(int64(len(in.tasks)))

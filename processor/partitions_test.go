@@ -3,15 +3,19 @@ package processor_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -154,6 +158,13 @@ func TestStatefulInputsMayNotGrow(t *testing.T) {
 func copying(t *testing.T, name string, interval time.Duration) (app *processor.App, addrs []string, in string) {
 	t.Helper()
 	addrs = testBrokers(t)
+	app, in = copyingOn(t, addrs, name, interval)
+	return app, addrs, in
+}
+
+// copyingOn is copying on the brokers at addrs.
+func copyingOn(t *testing.T, addrs []string, name string, interval time.Duration) (app *processor.App, in string) {
+	t.Helper()
 	in, out := uniq(t, name+"-in"), uniq(t, name+"-out")
 	setup(t, addrs, 2, in, out)
 	top := topology.New()
@@ -163,7 +174,7 @@ func copying(t *testing.T, name string, interval time.Duration) (app *processor.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return app, addrs, in
+	return app, in
 }
 
 // TestAssignedTasksOpenAtOnce: with a commit interval of a minute and no
@@ -193,6 +204,68 @@ func TestAssignedTasksOpenAtOnce(t *testing.T) {
 		t.Fatalf("the tasks were not open and ready %v after start, with a commit interval of a minute", took)
 	}
 	t.Logf("ready with 2 tasks %v after start", took.Round(time.Millisecond))
+}
+
+// TestNotReadyBeforeItsAssignment: an instance that has joined its group
+// but not yet received its assignment is not ready. The broker holds back
+// its SyncGroup answer here; the generation is known from JoinGroup all the
+// while, and with a commit interval of 20 ms the loop polls many times
+// before the assignment arrives. Once it does, the instance is ready with
+// both tasks.
+func TestNotReadyBeforeItsAssignment(t *testing.T) {
+	if os.Getenv("SLUICE_TEST_BROKERS") != "" {
+		t.Skip("holds back the embedded broker's SyncGroup answers")
+	}
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	app, _ := copyingOn(t, b.Addrs(), "unassigned", 20*time.Millisecond)
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	b.Cluster().ControlKey(kmsg.SyncGroup.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		once.Do(func() { close(syncing) })
+		b.Cluster().SleepControl(func() { <-release })
+		return nil, nil, false // then the broker answers as always
+	})
+	var held time.Time
+	released, readyAfter := false, false
+	err = runUntil(app, func(app *processor.App) bool {
+		st := app.Status()
+		select {
+		case <-syncing:
+		default:
+			return false // not joined yet
+		}
+		if held.IsZero() {
+			held = time.Now()
+		}
+		if !released {
+			if st.Ready {
+				t.Errorf("ready with %d tasks while its assignment was held back", len(st.Tasks))
+				close(release) // or stopping waits for the held answer
+				released = true
+				return true
+			}
+			if time.Since(held) < time.Second { // 50 commit intervals
+				return false
+			}
+			close(release)
+			released = true
+		}
+		readyAfter = st.Ready && len(st.Tasks) == 2
+		return readyAfter
+	})
+	if !released {
+		close(release)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if released && !readyAfter && !t.Failed() {
+		t.Error("not ready with both tasks after the assignment arrived")
+	}
 }
 
 // TestIdleInstanceEndsNoTransaction checks that an instance with nothing to

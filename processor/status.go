@@ -63,8 +63,9 @@ type StoreStatus struct {
 
 // Status is a snapshot of the instance, for health checks and operators.
 type Status struct {
-	// Ready is true while the instance is in its group and not restoring:
-	// every task it owns is restored and processing.
+	// Ready is true while the instance is in its group, with its
+	// assignment received, and not restoring: every task it owns is
+	// restored and processing.
 	Ready bool         `json:"ready"`
 	Tasks []TaskStatus `json:"tasks"`
 }
