@@ -45,6 +45,7 @@ func TestJoinRangeEveryKeyLength(t *testing.T) {
 func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
 	shared := func(kb []byte, from, to int64) ([]byte, []byte) {
 		pre := keyPrefix(kb)
+		// lint:ignore appendalias the defect this control reintroduces
 		return appendTime(pre, from), appendTime(pre, to+1)
 	}
 	bad := joinRangeErrors(shared)
