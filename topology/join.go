@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"fmt"
+
 	"github.com/sluice-streams/sluice/internal/exec"
 )
 
@@ -210,12 +212,18 @@ func (p *tableJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 func (p *tableJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	ch := r.Value.(exec.Change)
 	k := r.Key.(K)
-	other, ok, err := p.kv.Get(k)
+	other, ok, err := p.kv.forwarded(k)
 	if err != nil {
 		return err
 	}
 	// The other side did not change: join this side's old and new value
-	// (nil: absent) with its current value.
+	// (nil: absent) with the value the other side last forwarded. The
+	// joined old value is then exactly what the join last emitted for the
+	// key, since every change of either side is joined with the value the
+	// other last forwarded. The other side's newest value would not do:
+	// with folding (fold.updates) its store is ahead of what it forwarded
+	// until its held update goes out at the flush, and a retraction made of
+	// it would retract a row never emitted (issue 15).
 	var out exec.Change
 	if v, keep := p.join(k, ch.Old, other, ok); keep {
 		out.Old = v
@@ -231,3 +239,20 @@ func (p *tableJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 }
 
 func (p *tableJoinSide[K, Own, Other, V]) Close() error { return nil }
+
+// forwarded reads k's value as its table last forwarded it
+// (store.Staged.Forwarded): with folding, the value before its held update.
+func (kv *KV[K, V]) forwarded(k K) (v V, ok bool, err error) {
+	kb, _, err := kv.encode(k, nil)
+	if err != nil {
+		return v, false, err
+	}
+	b, ok, err := kv.s.Forwarded(kb)
+	if err != nil || !ok {
+		return v, ok, err
+	}
+	if v, err = kv.vs.Decode(b); err != nil {
+		return v, false, fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+	}
+	return v, true, nil
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -174,6 +175,16 @@ func joinKey(kb []byte, ts, seq int64) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
 
+// joinRange returns the bounds [start, end) of the join records of the key
+// whose encoding is kb with timestamps in [from, to]. Each bound is built
+// in a buffer of its own: two appends to one prefix that has spare
+// capacity write into one array, and the range comes out [x, x), empty
+// (a 36-byte UUID key's prefix has 10 bytes spare).
+func joinRange(kb []byte, from, to int64) (start, end []byte) {
+	pre := slices.Clip(keyPrefix(kb))
+	return appendTime(pre, from), appendTime(pre, to+1)
+}
+
 func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	if r.Value == exec.Tombstone {
 		return nil // a delete has no value to join
@@ -199,8 +210,8 @@ func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		val []byte
 	}
 	var matches []match
-	pre := keyPrefix(kb)
-	if err := p.ost.Range(appendTime(pre, from), appendTime(pre, to+1), func(ok, ov []byte) error {
+	start, end := joinRange(kb, from, to)
+	if err := p.ost.Range(start, end, func(ok, ov []byte) error {
 		matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
 		return nil
 	}); err != nil {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -109,42 +110,83 @@ type GroupedTable[K, V any] struct {
 	s Stream[K, tableOp[V]]
 }
 
-// tableOp is one half of a change travelling to its group: add a row, or
-// subtract it.
+// tableOp is what a change sends to a group: take the row's old value
+// out (sub), then put its new value in (add). A change whose row stays in
+// its group is one tableOp with both, so the group's aggregate changes
+// once and never shows the row missing (Kafka Streams' KIP-904); a row
+// that moves sends a subtraction to its old group and an addition to its
+// new one.
 type tableOp[V any] struct {
-	add bool
-	v   V
+	add, sub bool
+	v, old   V // v: the value added; old: the value subtracted
 }
 
-// tableOpSerde encodes a tableOp as a byte (1: add, 0: subtract) and the
-// value.
+// tableOpSerde encodes a tableOp as a flag byte and its values: 0 and
+// the value: subtract; 1 and the value: add; 2, uvarint(len(old)), old and
+// the new value: both.
 type tableOpSerde[V any] struct{ vs serde.Serde[V] }
 
 func (s tableOpSerde[V]) Encode(op tableOp[V]) ([]byte, error) {
-	b, err := s.vs.Encode(op.v)
-	if err != nil {
-		return nil, err
+	switch {
+	case op.add && op.sub:
+		ob, err := s.vs.Encode(op.old)
+		if err != nil {
+			return nil, err
+		}
+		b, err := s.vs.Encode(op.v)
+		if err != nil {
+			return nil, err
+		}
+		out := binary.AppendUvarint(append(make([]byte, 0, 1+binary.MaxVarintLen64+len(ob)+len(b)), 2), uint64(len(ob)))
+		return append(append(out, ob...), b...), nil
+	case op.add:
+		b, err := s.vs.Encode(op.v)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte{1}, b...), nil
+	default:
+		b, err := s.vs.Encode(op.old)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte{0}, b...), nil
 	}
-	flag := byte(0)
-	if op.add {
-		flag = 1
-	}
-	return append([]byte{flag}, b...), nil
 }
 
 func (s tableOpSerde[V]) Decode(b []byte) (tableOp[V], error) {
-	if len(b) == 0 || b[0] > 1 {
+	if len(b) == 0 || b[0] > 2 {
 		return tableOp[V]{}, fmt.Errorf("%w: table operation", serde.ErrDecode)
 	}
-	v, err := s.vs.Decode(b[1:])
-	return tableOp[V]{add: b[0] == 1, v: v}, err
+	var op tableOp[V]
+	var err error
+	switch b[0] {
+	case 0:
+		op.sub = true
+		op.old, err = s.vs.Decode(b[1:])
+	case 1:
+		op.add = true
+		op.v, err = s.vs.Decode(b[1:])
+	default:
+		n, w := binary.Uvarint(b[1:])
+		if w <= 0 || n > uint64(len(b)-1-w) {
+			return tableOp[V]{}, fmt.Errorf("%w: table operation of %d bytes", serde.ErrDecode, len(b))
+		}
+		rest := b[1+w:]
+		op.add, op.sub = true, true
+		if op.old, err = s.vs.Decode(rest[:n]); err == nil {
+			op.v, err = s.vs.Decode(rest[n:])
+		}
+	}
+	return op, err
 }
 
 // GroupTableBy re-keys each row with fn and groups by the new key (Kafka
-// Streams' KTable.groupBy). Every change becomes a subtraction of the old
-// row from its old group and an addition of the new row to its new group,
-// sent through <application.id>-<name>-repartition, so a row that moves
-// between groups leaves the old one.
+// Streams' KTable.groupBy). A change whose row stays in its group (the new
+// keys encode equal) goes to it as one update; otherwise it becomes a
+// subtraction of the old row from its old group and an addition of the
+// new row to its new group. Both go through
+// <application.id>-<name>-repartition.
 func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), g Grouping[K2, V2]) GroupedTable[K2, V2] {
 	t := tb.t
 	if fn == nil {
@@ -157,20 +199,49 @@ func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), g Gr
 	n := t.add(&exec.Node{Name: t.name("", "TABLE-GROUPBY"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
 		ch := r.Value.(exec.Change)
 		k := r.Key.(K)
+		forward := func(k2 K2, op tableOp[V2]) error {
+			return c.Forward(exec.Record{Key: k2, Value: op, Timestamp: r.Timestamp, Headers: r.Headers})
+		}
+		var oldK, newK K2
+		var oldV, newV V2
 		if ch.Old != nil {
-			k2, v2 := fn(k, ch.Old.(V))
-			if err := c.Forward(exec.Record{Key: k2, Value: tableOp[V2]{add: false, v: v2}, Timestamp: r.Timestamp, Headers: r.Headers}); err != nil {
+			oldK, oldV = fn(k, ch.Old.(V))
+		}
+		if ch.New != nil {
+			newK, newV = fn(k, ch.New.(V))
+		}
+		if ch.Old != nil && ch.New != nil {
+			same, err := sameEncoding(g.Key, oldK, newK)
+			if err != nil {
+				return fmt.Errorf("topology: %s: group key: %w", g.Name, err)
+			}
+			if same {
+				return forward(newK, tableOp[V2]{add: true, sub: true, v: newV, old: oldV})
+			}
+		}
+		if ch.Old != nil {
+			if err := forward(oldK, tableOp[V2]{sub: true, old: oldV}); err != nil {
 				return err
 			}
 		}
 		if ch.New != nil {
-			k2, v2 := fn(k, ch.New.(V))
-			return c.Forward(exec.Record{Key: k2, Value: tableOp[V2]{add: true, v: v2}, Timestamp: r.Timestamp, Headers: r.Headers})
+			return forward(newK, tableOp[V2]{add: true, v: newV})
 		}
 		return nil
 	})}, tb.n)
 	s := repartition(Stream[K2, tableOp[V2]]{t: t, n: n}, g.Name, g.Key, serde.Serde[tableOp[V2]](tableOpSerde[V2]{g.Val}))
 	return GroupedTable[K2, V2]{t: t, s: s}
+}
+
+// sameEncoding reports whether a and b encode to the same bytes: the same
+// group, whatever K's notion of equality.
+func sameEncoding[K any](ks serde.Serde[K], a, b K) (bool, error) {
+	ab, err := ks.Encode(a)
+	if err != nil {
+		return false, err
+	}
+	bb, err := ks.Encode(b)
+	return string(ab) == string(bb), err
 }
 
 // AggregateTable folds each group's rows into an accumulator kept in m:
@@ -190,10 +261,13 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 		if !ok {
 			agg = init()
 		}
-		if op.add {
-			return add(k, op.v, agg)
+		if op.sub {
+			agg = subtract(k, op.old, agg)
 		}
-		return subtract(k, op.v, agg)
+		if op.add {
+			agg = add(k, op.v, agg)
+		}
+		return agg
 	}), g.s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }

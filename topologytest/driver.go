@@ -70,6 +70,7 @@ type Driver struct {
 	maxRecordBytes int
 	deadLetter     string
 	idleTimeout    time.Duration
+	batch          batching // options_commit.go
 }
 
 // New builds t and opens one task per sub-topology.
@@ -103,7 +104,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
 			AppID: d.appID, StateDir: d.dir, Send: d.send,
 			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
-			IdleTimeout: d.idleTimeout, Globals: d.globalNames,
+			IdleTimeout: d.idleTimeout, Globals: d.globalNames, FoldUpdates: d.batch.fold,
 		})
 		if err != nil {
 			d.Close()
@@ -191,6 +192,11 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 // input record makes due is out once Pipe returns.
 func (d *Driver) step(fn func() error) error {
 	err := fn()
+	if err == nil && d.batch.hold() {
+		if err = d.drain(); err == nil {
+			return nil // the transaction stays open (CommitEvery)
+		}
+	}
 	for err == nil {
 		for err == nil && len(d.queue) > 0 {
 			r := d.queue[0]
@@ -207,7 +213,7 @@ func (d *Driver) step(fn func() error) error {
 		}
 	}
 	if err != nil {
-		d.queue = nil
+		d.queue, d.batch.steps = nil, 0
 		for _, t := range d.tasks {
 			t.Abort()
 		}
