@@ -28,6 +28,12 @@ type emitRig struct {
 	rep   *topologytest.InputTopic[string, string]
 	out   *topologytest.OutputTopic[topology.Windowed[string], int64]
 	state map[topology.Windowed[string]]int64
+	// repeats lists results that went out again unchanged, with nothing
+	// retracted in between.
+	repeats []string
+	// keepRetracted ignores tombstones: a broken reader, for negative
+	// controls.
+	keepRetracted bool
 }
 
 func newEmitRig(t *testing.T, w topology.Windows, opts ...topology.WindowOption) *emitRig {
@@ -91,9 +97,14 @@ func (r *emitRig) read() []string {
 	var got []string
 	for _, x := range rs {
 		if x.Tombstone {
-			delete(r.state, x.Key)
+			if !r.keepRetracted {
+				delete(r.state, x.Key)
+			}
 			got = append(got, fmt.Sprintf("%s%v=del", short(x.Key.Key), x.Key.Window))
 			continue
+		}
+		if old, ok := r.state[x.Key]; ok && old == x.Value {
+			r.repeats = append(r.repeats, fmt.Sprintf("%s%v=%d", short(x.Key.Key), x.Key.Window, x.Value))
 		}
 		r.state[x.Key] = x.Value
 		got = append(got, fmt.Sprintf("%s%v=%d", short(x.Key.Key), x.Key.Window, x.Value))
