@@ -52,7 +52,8 @@ func AllowedLateness(d time.Duration) WindowOption {
 // EmitEveryUpdate forwards a window's result on every record it takes
 // (Kafka Streams' default), instead of when the watermark passes the
 // window's end. Sessions merged into a new one are retracted (a tombstone
-// for their key, downstream of ToStream).
+// for their key, downstream of ToStream), as with every trigger: any
+// session that went out, and only those.
 func EmitEveryUpdate() WindowOption { return WithTrigger(window.EveryRecord()) }
 
 // EmitFinal forwards each window's result exactly once, when the window
@@ -64,7 +65,9 @@ func EmitFinal() WindowOption { return WithTrigger(window.AtClose()) }
 // WithTrigger sets when windows fire: window.OnWatermark() (the default),
 // AtClose, EveryRecord, CountTrigger, ProcessingTime, EarlyEvery,
 // EarlyEveryInterval, Purging(...) of any of them, or a Trigger of one's
-// own. Global windows need one: the default never fires them.
+// own. Global windows need one: the default never fires them. Count
+// windows given one keep their bound: a tumbling one still fires and
+// purges every size records, a sliding one keeps only its last size.
 func WithTrigger(t window.Trigger) WindowOption {
 	return func(c *windowConfig) { c.trigger = t }
 }
@@ -470,7 +473,8 @@ type windowProc[K, V, A any] struct {
 // bounds) went downstream and was not retracted since; bit 2 the entry has
 // the since-fire count and bit 1 is meaningful (every entry written now);
 // bit 3 the emitted result differs from the aggregate, and is stored
-// before it (with bit 1 and bit 3 clear, what went out is the aggregate).
+// before it (with bit 1 set and bit 3 clear, what went out is the
+// aggregate; only sessions keep a differing one, for their retraction).
 // An entry without bit 2 was written before these facts were kept: its
 // since-fire count is its count, and whether it was emitted is inferred
 // (legacy).
@@ -486,7 +490,8 @@ type stored[A any] struct {
 	agg                         A
 	// emitted says a result of the window went downstream (and was not
 	// retracted); shown is that result encoded, nil when it is the
-	// aggregate as encoded in enc or in the store.
+	// aggregate as encoded in enc or in the store (or not kept: only
+	// sessions, which merges retract, keep it).
 	emitted bool
 	shown   []byte
 	// legacy: the entry was written without the since-fire count and
@@ -689,10 +694,11 @@ func (p *windowProc[K, V, A]) add(k K, v V, ts int64, key []byte, w *stored[A]) 
 	return nil
 }
 
-// keepShown pins down what window w emitted before its aggregate changes:
-// if that is the aggregate, its encoding.
+// keepShown pins down what session w emitted before its aggregate
+// changes: if that is the aggregate, its encoding. Only a session can be
+// retracted (when merged), so only a session's is kept.
 func (p *windowProc[K, V, A]) keepShown(w *stored[A]) error {
-	if !w.emitted || w.shown != nil || p.elements != nil {
+	if !w.emitted || w.shown != nil || p.elements != nil || !p.isSessions {
 		return nil
 	}
 	if w.enc == nil {
@@ -870,7 +876,7 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 		if w.agg, err = p.m.vs.Decode(ab); err != nil {
 			return w, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
 		}
-		if w.emitted && w.shown == nil {
+		if w.emitted && w.shown == nil && p.isSessions {
 			// What went out: keepShown needs it if the aggregate
 			// changes. Copied, as the store may reuse val.
 			w.enc = bytes.Clone(ab)
@@ -884,7 +890,7 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 		// retracted before either.
 		w.emitted = w.hasAgg && (p.cfg.trigger == window.EveryRecord() ||
 			p.cfg.trigger == window.OnWatermark() && w.eventTimer == window.NoTimer)
-		if w.emitted && p.elements == nil {
+		if w.emitted && p.elements == nil && p.isSessions {
 			w.enc = bytes.Clone(ab)
 		}
 	}
