@@ -829,7 +829,9 @@ func (p *windowProc[K, V, A]) put(key []byte, w stored[A]) error {
 			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
 		}
 	}
-	val := make([]byte, windowHeader, windowHeader+binary.MaxVarintLen64+len(ab))
+	// A constant capacity keeps val on the stack (Put copies it) for
+	// small aggregates.
+	val := make([]byte, windowHeader, windowHeader+binary.MaxVarintLen64+16)
 	binary.BigEndian.PutUint64(val, uint64(w.b.End))
 	binary.BigEndian.PutUint64(val[8:], uint64(w.count))
 	binary.BigEndian.PutUint64(val[16:], uint64(w.eventTimer))
