@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,6 +33,10 @@ type WindowOption func(*windowConfig)
 type windowConfig struct {
 	lateness int64 // ms
 	trigger  window.Trigger
+	// trim > 0 drops a window's kept records beyond the last trim as
+	// records arrive: sliding count windows with a trigger of one's own,
+	// which may fire too rarely for the evictor to bound them.
+	trim int64
 }
 
 // AllowedLateness keeps a window's state for d after the watermark passed
@@ -47,7 +52,8 @@ func AllowedLateness(d time.Duration) WindowOption {
 // EmitEveryUpdate forwards a window's result on every record it takes
 // (Kafka Streams' default), instead of when the watermark passes the
 // window's end. Sessions merged into a new one are retracted (a tombstone
-// for their key, downstream of ToStream).
+// for their key, downstream of ToStream), as with every trigger: any
+// session that went out, and only those.
 func EmitEveryUpdate() WindowOption { return WithTrigger(window.EveryRecord()) }
 
 // EmitFinal forwards each window's result exactly once, when the window
@@ -59,7 +65,9 @@ func EmitFinal() WindowOption { return WithTrigger(window.AtClose()) }
 // WithTrigger sets when windows fire: window.OnWatermark() (the default),
 // AtClose, EveryRecord, CountTrigger, ProcessingTime, EarlyEvery,
 // EarlyEveryInterval, Purging(...) of any of them, or a Trigger of one's
-// own. Global windows need one: the default never fires them.
+// own. Global windows need one: the default never fires them. Count
+// windows given one keep their bound: a tumbling one still fires and
+// purges every size records, a sliding one keeps only its last size.
 func WithTrigger(t window.Trigger) WindowOption {
 	return func(c *windowConfig) { c.trigger = t }
 }
@@ -101,13 +109,22 @@ func WindowedBy[K, V any](g GroupedStream[K, V], w Windows, opts ...WindowOption
 			t.errorf(ErrInvalidWindow, "%v", err)
 		}
 		ws.w = window.Global()
-		if ws.cfg.trigger == nil {
+		switch {
+		case ws.cfg.trigger == nil && c.Slide() == c.Size():
+			ws.cfg.trigger = window.Purging(window.CountTrigger(c.Slide()))
+		case ws.cfg.trigger == nil:
 			ws.cfg.trigger = window.CountTrigger(c.Slide())
-			if c.Slide() == c.Size() {
-				ws.cfg.trigger = window.Purging(ws.cfg.trigger)
-			} else {
-				ws.evictCount = c.Size()
-			}
+			ws.evictCount = c.Size()
+		case c.Slide() == c.Size():
+			// A trigger of one's own decides the firings in between;
+			// the window still completes, fires and purges every size
+			// records, so it holds no more than them.
+			ws.cfg.trigger = completeEvery{t: ws.cfg.trigger, n: c.Size()}
+		default:
+			// The evictor stays (as in Flink), and the records past
+			// the last size go as they arrive: the trigger may fire
+			// too rarely for the evictor to bound the state.
+			ws.evictCount, ws.cfg.trim = c.Size(), c.Size()
 		}
 		w = ws.w
 	}
@@ -130,6 +147,31 @@ func WindowedBy[K, V any](g GroupedStream[K, V], w Windows, opts ...WindowOption
 	}
 	return ws
 }
+
+// completeEvery is a trigger given to tumbling count windows: t's
+// decisions, and a firing that purges once the window holds n records.
+type completeEvery struct {
+	t window.Trigger
+	n int64
+}
+
+func (c completeEvery) OnElement(tc window.TriggerContext, ts int64) window.TriggerResult {
+	r := c.t.OnElement(tc, ts)
+	if tc.Count >= c.n {
+		r.Fire, r.Purge = true, true
+	}
+	return r
+}
+
+func (c completeEvery) OnEventTime(tc window.TriggerContext) window.TriggerResult {
+	return c.t.OnEventTime(tc)
+}
+
+func (c completeEvery) OnProcessingTime(tc window.TriggerContext) window.TriggerResult {
+	return c.t.OnProcessingTime(tc)
+}
+
+func (c completeEvery) String() string { return fmt.Sprintf("%v, purged every %d", c.t, c.n) }
 
 // LateRecords is the stream of records that arrived after every window
 // they belong to had closed (past the allowed lateness), unchanged: route
@@ -422,7 +464,20 @@ type windowProc[K, V, A any] struct {
 // stored is one window's state. Its value in the store:
 //
 //	end int64, count int64, event timer int64, processing timer int64,
-//	flags uint8 (bit 0: has an aggregate), aggregate
+//	next element seq int64, flags uint8,
+//	[uvarint since-fire]           (flags bit 2)
+//	[uvarint len, emitted result]  (flags bit 3)
+//	aggregate                      (flags bit 0)
+//
+// Flags: bit 0 the window holds records; bit 1 a result of the window (its
+// bounds) went downstream and was not retracted since; bit 2 the entry has
+// the since-fire count and bit 1 is meaningful (every entry written now);
+// bit 3 the emitted result differs from the aggregate, and is stored
+// before it (with bit 1 set and bit 3 clear, what went out is the
+// aggregate; only sessions keep a differing one, for their retraction).
+// An entry without bit 2 was written before these facts were kept: its
+// since-fire count is its count, and whether it was emitted is inferred
+// (legacy).
 //
 // hasAgg says the window holds records: an aggregate or, with elements,
 // element entries, numbered from 0 to seq-1 (some maybe evicted).
@@ -430,9 +485,29 @@ type stored[A any] struct {
 	b                           window.Bounds
 	count, eventTimer, procTime int64
 	seq                         int64
+	sinceFire                   int64
 	hasAgg                      bool
 	agg                         A
+	// emitted says a result of the window went downstream (and was not
+	// retracted); shown is that result encoded, nil when it is the
+	// aggregate as encoded in enc or in the store (or not kept: only
+	// sessions, which merges retract, keep it).
+	emitted bool
+	shown   []byte
+	// legacy: the entry was written without the since-fire count and
+	// the emitted flag (see decode).
+	legacy bool
+	// enc caches the encoded aggregate, nil when unknown.
+	enc []byte
 }
+
+const (
+	flagHasAgg   = 1 << 0
+	flagEmitted  = 1 << 1
+	flagKept     = 1 << 2
+	flagShown    = 1 << 3
+	flagsDefined = flagHasAgg | flagEmitted | flagKept | flagShown
+)
 
 const windowHeader = 8 + 8 + 8 + 8 + 8 + 1
 
@@ -564,10 +639,11 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 				}
 			}
 			w.count += a.count
+			w.sinceFire += a.sinceFire
 			if err := p.remove(kb, a, same); err != nil {
 				return err
 			}
-			if err := p.retract(k, a, wm); err != nil {
+			if err := p.retract(k, a); err != nil {
 				return err
 			}
 		}
@@ -579,35 +655,70 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 }
 
 // retract tells downstream that session a, merged into another, is gone,
-// if it was ever emitted: always with EveryRecord, and with OnWatermark
-// once the watermark reached it. (A session that AtClose or a trigger of
-// one's own has not reported as fired is not retracted.)
-func (p *windowProc[K, V, A]) retract(k K, a stored[A], wm int64) error {
-	if p.elements != nil || !a.hasAgg {
+// if a result of it went out: what its stored flags say, for every
+// trigger, whatever watermark the merging record carries. (Its elements'
+// results, with ProcessWindows, are a stream, which has nothing to
+// retract.)
+func (p *windowProc[K, V, A]) retract(k K, a stored[A]) error {
+	if p.elements != nil {
 		return nil
 	}
-	emitted := p.cfg.trigger == window.EveryRecord() ||
-		p.cfg.trigger == window.OnWatermark() && p.maxTimestamp(a.b) <= wm
-	if !emitted {
+	if !a.emitted {
 		return nil
 	}
-	return p.forwardValue(k, a.b, exec.Change{Old: a.agg})
+	old := any(a.agg)
+	if a.shown != nil {
+		v, err := p.m.vs.Decode(a.shown)
+		if err != nil {
+			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		}
+		old = v
+	}
+	return p.forwardValue(k, a.b, exec.Change{Old: old})
 }
 
 // add puts a record into window w (stored under key).
 func (p *windowProc[K, V, A]) add(k K, v V, ts int64, key []byte, w *stored[A]) error {
 	w.count++
+	w.sinceFire++
 	if p.elements != nil {
-		return p.addElement(key, w, v, ts)
+		if err := p.addElement(key, w, v, ts); err != nil {
+			return err
+		}
+		return p.trimElements(key, w)
 	}
-	w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
+	if err := p.keepShown(w); err != nil {
+		return err
+	}
+	w.agg, w.hasAgg, w.enc = p.fn(k, v, w.agg, w.hasAgg), true, nil
+	return nil
+}
+
+// keepShown pins down what session w emitted before its aggregate
+// changes: if that is the aggregate, its encoding. Only a session can be
+// retracted (when merged), so only a session's is kept.
+func (p *windowProc[K, V, A]) keepShown(w *stored[A]) error {
+	if !w.emitted || w.shown != nil || p.elements != nil || !p.isSessions {
+		return nil
+	}
+	if w.enc == nil {
+		if !w.hasAgg {
+			return nil
+		}
+		ab, err := p.m.vs.Encode(w.agg)
+		if err != nil {
+			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		}
+		w.enc = ab
+	}
+	w.shown = w.enc
 	return nil
 }
 
 func (p *windowProc[K, V, A]) tctx(w stored[A], wm int64) window.TriggerContext {
 	return window.TriggerContext{
 		Window: w.b, MaxTimestamp: p.maxTimestamp(w.b), Close: p.closeAt(w.b),
-		Count: w.count, Watermark: wm, Now: p.ctx.WallClock(),
+		Count: w.count, SinceFire: w.sinceFire, Watermark: wm, Now: p.ctx.WallClock(),
 		EventTimer: w.eventTimer, ProcessingTimer: w.procTime,
 	}
 }
@@ -633,6 +744,9 @@ func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.Tri
 	if w.procTime, err = p.timer(prefixProc, key, w.procTime, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
 		return err
 	}
+	if res.Fire {
+		w.sinceFire = 0
+	}
 	if res.Fire && w.hasAgg {
 		if p.elements != nil {
 			err = p.fireElements(k, key, &w)
@@ -642,15 +756,20 @@ func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.Tri
 		if err != nil {
 			return err
 		}
+		// What went out is now the aggregate: kept as a stored fact, so
+		// a later retraction depends on it and not on a watermark.
+		w.emitted, w.shown = true, nil
 	}
 	if res.Purge {
 		if p.elements != nil {
 			if err := p.clearElements(key); err != nil {
 				return err
 			}
+		} else if err := p.keepShown(&w); err != nil {
+			return err
 		}
 		var zero A
-		w.agg, w.hasAgg, w.count = zero, false, 0
+		w.agg, w.hasAgg, w.count, w.sinceFire, w.enc = zero, false, 0, 0, nil
 	}
 	return p.put(key, w)
 }
@@ -703,20 +822,39 @@ func (p *windowProc[K, V, A]) remove(kb []byte, w stored[A], keepElements bool) 
 }
 
 func (p *windowProc[K, V, A]) put(key []byte, w stored[A]) error {
-	val := make([]byte, windowHeader, windowHeader+16)
+	ab := w.enc
+	if w.hasAgg && p.elements == nil && ab == nil {
+		var err error
+		if ab, err = p.m.vs.Encode(w.agg); err != nil {
+			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		}
+	}
+	// A constant capacity keeps val on the stack (Put copies it) for
+	// small aggregates.
+	val := make([]byte, windowHeader, windowHeader+binary.MaxVarintLen64+16)
 	binary.BigEndian.PutUint64(val, uint64(w.b.End))
 	binary.BigEndian.PutUint64(val[8:], uint64(w.count))
 	binary.BigEndian.PutUint64(val[16:], uint64(w.eventTimer))
 	binary.BigEndian.PutUint64(val[24:], uint64(w.procTime))
 	binary.BigEndian.PutUint64(val[32:], uint64(w.seq))
+	flags := byte(flagKept)
 	if w.hasAgg {
-		val[40] = 1
+		flags |= flagHasAgg
 	}
+	if w.emitted {
+		flags |= flagEmitted
+	}
+	val = binary.AppendUvarint(val, uint64(w.sinceFire))
+	// The emitted result is stored only when it is not the aggregate:
+	// between the firings of EarlyEvery, CountTrigger(n>1) and the like,
+	// and after a purge.
+	if w.emitted && w.shown != nil && p.elements == nil && (!w.hasAgg || !bytes.Equal(w.shown, ab)) {
+		flags |= flagShown
+		val = binary.AppendUvarint(val, uint64(len(w.shown)))
+		val = append(val, w.shown...)
+	}
+	val[40] = flags
 	if w.hasAgg && p.elements == nil {
-		ab, err := p.m.vs.Encode(w.agg)
-		if err != nil {
-			return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
-		}
 		val = append(val, ab...)
 	}
 	return p.st.Put(key, val)
@@ -740,14 +878,38 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 		if w.agg, err = p.m.vs.Decode(ab); err != nil {
 			return w, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
 		}
+		if w.emitted && w.shown == nil && p.isSessions {
+			// What went out: keepShown needs it if the aggregate
+			// changes. Copied, as the store may reuse val.
+			w.enc = bytes.Clone(ab)
+		}
+	}
+	w.shown = bytes.Clone(w.shown)
+	if w.legacy {
+		// Written before the emitted flag was kept: EveryRecord emitted
+		// every window that holds records; OnWatermark one whose firing
+		// is no longer due. Other triggers' windows were never
+		// retracted before either.
+		w.emitted = w.hasAgg && (p.cfg.trigger == window.EveryRecord() ||
+			p.cfg.trigger == window.OnWatermark() && w.eventTimer == window.NoTimer)
+		if w.emitted && p.elements == nil && p.isSessions {
+			w.enc = bytes.Clone(ab)
+		}
 	}
 	return w, nil
 }
 
 // decodeWindow reads a window's header; ab is the encoded aggregate.
 func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err error) {
-	if len(val) < windowHeader || val[40]&^1 != 0 {
-		return w, nil, fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
+	corrupt := func() (stored[A], []byte, error) {
+		return stored[A]{}, nil, fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
+	}
+	if len(val) < windowHeader {
+		return corrupt()
+	}
+	flags := val[40]
+	if flags&^flagsDefined != 0 || flags&flagKept == 0 && flags&^flagHasAgg != 0 {
+		return corrupt()
 	}
 	w = stored[A]{
 		b:          window.Bounds{Start: start, End: int64(binary.BigEndian.Uint64(val))},
@@ -755,9 +917,27 @@ func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err e
 		eventTimer: int64(binary.BigEndian.Uint64(val[16:])),
 		procTime:   int64(binary.BigEndian.Uint64(val[24:])),
 		seq:        int64(binary.BigEndian.Uint64(val[32:])),
-		hasAgg:     val[40] == 1,
+		hasAgg:     flags&flagHasAgg != 0,
+		emitted:    flags&flagEmitted != 0,
 	}
-	return w, val[windowHeader:], nil
+	rest := val[windowHeader:]
+	if flags&flagKept == 0 {
+		w.sinceFire, w.legacy = w.count, true
+		return w, rest, nil
+	}
+	since, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return corrupt()
+	}
+	w.sinceFire, rest = int64(since), rest[n:]
+	if flags&flagShown != 0 {
+		l, n := binary.Uvarint(rest)
+		if n <= 0 || uint64(len(rest)-n) < l {
+			return corrupt()
+		}
+		w.shown, rest = rest[n:n+int(l)], rest[n+int(l):]
+	}
+	return w, rest, nil
 }
 
 // forward sends window w's result to the result children, stamped with the

@@ -143,6 +143,26 @@ func (p *windowProc[K, V, A]) addElement(key []byte, w *stored[A], v V, ts int64
 	return p.st.Put(elementKey(key, w.seq-1), append(val, vb...))
 }
 
+// trimElements drops window w's oldest element once it holds more than
+// cfg.trim (sliding count windows with a trigger given): the count evictor
+// would drop it at the next firing anyway, and the trigger may fire
+// rarely, or never. Elements are numbered consecutively up to seq-1 and
+// this runs on every addition, so at most one is over.
+func (p *windowProc[K, V, A]) trimElements(key []byte, w *stored[A]) error {
+	if p.cfg.trim <= 0 {
+		return nil
+	}
+	pre := elementPrefix(key)
+	k, _, ok, err := p.st.First(pre, prefixEnd(pre))
+	if err != nil || !ok || len(k) < 8 {
+		return err
+	}
+	if oldest := int64(binary.BigEndian.Uint64(k[len(k)-8:])); w.seq-oldest > p.cfg.trim {
+		return p.st.Delete(elementKey(key, oldest))
+	}
+	return nil
+}
+
 // loadElements reads a window's elements with their store keys.
 func (p *windowProc[K, V, A]) loadElements(key []byte) ([]Element[V], [][]byte, error) {
 	var elems []Element[V]

@@ -25,6 +25,12 @@ type TriggerContext struct {
 	// Count is the number of records the window took since it was created
 	// or last purged, this one included.
 	Count int64
+	// SinceFire is the number of records the window took since it last
+	// fired (or was created or purged), this one included. When sessions
+	// merge, the merged session's is the sum of theirs (Flink's merged
+	// count state), so it can jump past a multiple that Count%n would
+	// wait for.
+	SinceFire int64
 	// Watermark is the watermark the record is judged against (in
 	// OnElement) or the task's.
 	Watermark int64
@@ -73,7 +79,12 @@ type onWatermark struct{}
 func (onWatermark) OnElement(c TriggerContext, _ int64) TriggerResult {
 	r := keep()
 	if c.MaxTimestamp <= c.Watermark {
-		r.Fire = true // a late firing
+		// A late firing. The record may be judged against a watermark
+		// ahead of the task's (carried from an upstream writer), so the
+		// window's firing at MaxTimestamp may still be due: this firing
+		// covers it, and a record that comes on time sets it again.
+		r.Fire = true
+		r.EventTimer = ClearTimer
 	} else {
 		r.EventTimer = c.MaxTimestamp
 	}
@@ -115,15 +126,17 @@ func (atClose) String() string                                { return "AtClose"
 // default emit strategy).
 func EveryRecord() Trigger { return CountTrigger(1) }
 
-// CountTrigger fires a window every n records (Flink's CountTrigger); with
-// Purging, each firing covers the n records since the last.
+// CountTrigger fires a window every n records (Flink's CountTrigger): when
+// the records since its last firing reach or pass n, which a session merge
+// can make jump past n; with Purging, each firing covers the records since
+// the last.
 func CountTrigger(n int64) Trigger { return count{n} }
 
 type count struct{ n int64 }
 
 func (t count) OnElement(c TriggerContext, _ int64) TriggerResult {
 	r := keep()
-	r.Fire = t.n > 0 && c.Count%t.n == 0
+	r.Fire = t.n > 0 && c.SinceFire >= t.n
 	return r
 }
 
@@ -155,7 +168,8 @@ func (processingTime) OnProcessingTime(TriggerContext) TriggerResult {
 func (processingTime) String() string { return "ProcessingTime" }
 
 // EarlyEvery fires OnWatermark's firings and, before the watermark
-// completes the window, also every n records: early results.
+// completes the window, also whenever n records came since its last
+// firing: early results.
 func EarlyEvery(n int64) Trigger { return early{n: n} }
 
 // EarlyEveryInterval fires OnWatermark's firings and, before the watermark
@@ -168,9 +182,13 @@ type early struct{ n, every int64 }
 func (e early) OnElement(c TriggerContext, ts int64) TriggerResult {
 	r := onWatermark{}.OnElement(c, ts)
 	if r.Fire {
+		// Late: complete as far as the record knows, so no early
+		// firing stays due to repeat this one; a record on time arms
+		// it again.
+		r.ProcessingTimer = ClearTimer
 		return r
 	}
-	if e.n > 0 && c.Count%e.n == 0 {
+	if e.n > 0 && c.SinceFire >= e.n {
 		r.Fire = true
 	}
 	if e.every > 0 && c.ProcessingTimer == NoTimer {
