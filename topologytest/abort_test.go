@@ -24,13 +24,21 @@ import (
 // abortSeeds are the seeds a run uses: 5, or 200 with SLUICE_SOAK=1.
 func abortSeeds() []uint64 { return seedsUpTo(5, 200) }
 
-// heavySeeds are the seeds of the slow oracle tests: 1, none with -short,
-// 10 with SLUICE_SOAK=1.
-func heavySeeds() []uint64 {
-	if testing.Short() && os.Getenv("SLUICE_SOAK") == "" {
-		return nil
+// weightedSeeds are the seeds of a test by its weight: light tests get
+// abortSeeds; slow ones 2, none with -short, 20 with SLUICE_SOAK=1; the
+// slowest (minutes under the race detector's or a loaded machine's pace)
+// only soak, with 5.
+func weightedSeeds(weight int) []uint64 {
+	soak := os.Getenv("SLUICE_SOAK") != ""
+	switch {
+	case weight == 0:
+		return abortSeeds()
+	case weight == 1 && (soak || !testing.Short()):
+		return seedsUpTo(2, 20)
+	case weight == 2 && soak:
+		return seedsUpTo(5, 5)
 	}
-	return seedsUpTo(1, 10)
+	return nil
 }
 
 func seedsUpTo(n, soak uint64) []uint64 {
@@ -48,9 +56,9 @@ func seedsUpTo(n, soak uint64) []uint64 {
 // tests of this package, run whole under the checker: their own
 // assertions must hold, and every output they produced must match.
 var abortedTests = []struct {
-	name  string
-	fn    func(*testing.T)
-	heavy bool // slow: fewer seeds (heavySeeds)
+	name   string
+	fn     func(*testing.T)
+	weight int // how slow: fewer seeds (weightedSeeds)
 }{
 	{name: "TumblingCountFiresOnWatermark", fn: TestTumblingCountFiresOnWatermark},
 	{name: "SessionStoreReads", fn: TestSessionStoreReads},
@@ -60,20 +68,20 @@ var abortedTests = []struct {
 	{name: "SlidingWindowsOnWatermark", fn: TestSlidingWindowsOnWatermark},
 	{name: "SlidingWindowsEveryUpdate", fn: TestSlidingWindowsEveryUpdate},
 	{name: "SlidingReduceStampsEnd", fn: TestSlidingReduceStampsEnd},
-	{name: "SlidingWindowsMatchOracle", fn: TestSlidingWindowsMatchOracle, heavy: true},
+	{name: "SlidingWindowsMatchOracle", fn: TestSlidingWindowsMatchOracle, weight: 2},
 	{name: "SlidingLateFiringAheadOfTheTask", fn: TestSlidingLateFiringAheadOfTheTask},
-	{name: "StreamStreamJoinsMatchOracle", fn: TestStreamStreamJoinsMatchOracle, heavy: true},
+	{name: "StreamStreamJoinsMatchOracle", fn: TestStreamStreamJoinsMatchOracle, weight: 1},
 	{name: "StreamTableJoinsMatchOracle", fn: TestStreamTableJoinsMatchOracle},
-	{name: "TableTableJoinsMatchOracle", fn: TestTableTableJoinsMatchOracle},
+	{name: "TableTableJoinsMatchOracle", fn: TestTableTableJoinsMatchOracle, weight: 1},
 	{name: "StreamGlobalJoinMatchesOracle", fn: TestStreamGlobalJoinMatchesOracle},
-	{name: "ForeignKeyJoinsMatchOracle", fn: TestForeignKeyJoinsMatchOracle},
+	{name: "ForeignKeyJoinsMatchOracle", fn: TestForeignKeyJoinsMatchOracle, weight: 1},
 	{name: "TimersFireOncePerKeyInOrder", fn: TestTimersFireOncePerKeyInOrder},
 	{name: "KeyedState", fn: TestKeyedState},
 	{name: "FullWindowFunctionsAndEvictors", fn: TestFullWindowFunctionsAndEvictors},
 	{name: "CountWindowAggregations", fn: TestCountWindowAggregations},
-	{name: "WindowStateStaysBounded", fn: TestWindowStateStaysBounded, heavy: true},
+	{name: "WindowStateStaysBounded", fn: TestWindowStateStaysBounded, weight: 2},
 	{name: "IdleInputStopsHoldingTheWatermark", fn: TestIdleInputStopsHoldingTheWatermark},
-	{name: "WindowsMatchOracle", fn: TestWindowsMatchOracle, heavy: true},
+	{name: "WindowsMatchOracle", fn: TestWindowsMatchOracle, weight: 1},
 	{name: "TableAggregationRetracts", fn: TestTableAggregationRetracts},
 	{name: "Aggregations", fn: TestAggregations},
 	{name: "ErrorsRollBackAndWallClockIsManual", fn: TestErrorsRollBackAndWallClockIsManual},
@@ -81,10 +89,7 @@ var abortedTests = []struct {
 
 func TestAbortReplayOfTests(t *testing.T) {
 	for _, tc := range abortedTests {
-		seeds := abortSeeds()
-		if tc.heavy {
-			seeds = heavySeeds()
-		}
+		seeds := weightedSeeds(tc.weight)
 		if len(seeds) == 0 {
 			continue
 		}
