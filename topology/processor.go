@@ -215,6 +215,14 @@ func (u *timedProc[KIn, VIn, KOut, VOut]) OnProcessingTime(now int64) error {
 	return u.fire(ProcessingTimeDomain, now)
 }
 
+// OnAbort returns the timer services to the committed state
+// (exec.AbortListener).
+func (u *timedProc[KIn, VIn, KOut, VOut]) OnAbort() {
+	for _, s := range u.ctx.timers {
+		s.(interface{ forget() }).forget()
+	}
+}
+
 func (u *userProc[KIn, VIn, KOut, VOut]) fire(d TimeDomain, now int64) error {
 	for _, spec := range u.timers {
 		due, err := spec.Open(&u.ctx).due(d, now)

@@ -454,6 +454,9 @@ func (p *slidingProc[K, V, A]) window(key []byte) (k K, w stored[A], ok bool, er
 	return k, w, true, nil
 }
 
+// OnAbort forgets the due-time bound, as windowProc.OnAbort does.
+func (p *slidingProc[K, V, A]) OnAbort() { p.next = math.MinInt64 }
+
 // findNext sets next from the indexes.
 func (p *slidingProc[K, V, A]) findNext() error {
 	p.next = math.MaxInt64

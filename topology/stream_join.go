@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -150,22 +151,30 @@ type joinSide[K, Own, Other, V any] struct {
 
 	ctx       exec.Context
 	st, ost   *store.Staged
-	seq       int64
 	nextClose int64
 }
 
 func (p *joinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.own.Name()), ctx.Store(p.other.Name())
 	var err error
-	if p.nextClose, err = firstIndex(p.st, prefixExpire); err != nil {
-		return err
-	}
-	// Sequence numbers only tell apart records of one key and timestamp;
-	// starting from the largest stored one keeps them unique.
-	return p.st.Range([]byte{prefixData}, []byte{prefixData + 1}, func(k, _ []byte) error {
-		p.seq = max(p.seq, int64(binary.BigEndian.Uint64(k[len(k)-8:]))+1)
+	p.nextClose, err = firstIndex(p.st, prefixExpire)
+	return err
+}
+
+// seqAt is the sequence number of a new own record of the key whose
+// encoding is kb, at ts: one past the largest stored, so that the records
+// of a key and timestamp keep their arrival order. It depends on the
+// stored records only, not on a counter in memory, so that the replay of
+// an aborted transaction, or a restart, numbers them as the first run did
+// (a key's records of one timestamp are removed together).
+func (p *joinSide[K, Own, Other, V]) seqAt(kb []byte, ts int64) (int64, error) {
+	seq := int64(0)
+	start, end := joinRange(kb, ts, ts)
+	err := p.st.Range(start, end, func(k, _ []byte) error {
+		seq = int64(binary.BigEndian.Uint64(k[len(k)-8:])) + 1
 		return nil
 	})
+	return seq, err
 }
 
 func (p *joinSide[K, Own, Other, V]) Close() error { return nil }
@@ -241,8 +250,11 @@ func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
 			return err
 		}
 	}
-	key := joinKey(kb, ts, p.seq)
-	p.seq++
+	seq, err := p.seqAt(kb, ts)
+	if err != nil {
+		return err
+	}
+	key := joinKey(kb, ts, seq)
 	closes := ts + p.closeAfter
 	if err := p.st.Put(key, append([]byte{flags}, vb...)); err != nil {
 		return err
@@ -294,6 +306,10 @@ func (p *joinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	p.nextClose, err = firstIndex(p.st, prefixExpire)
 	return err
 }
+
+// OnAbort forgets the bound of the next removal, as windowProc.OnAbort
+// does.
+func (p *joinSide[K, Own, Other, V]) OnAbort() { p.nextClose = math.MinInt64 }
 
 // parseJoinKey splits a join record's key into the key's encoding, and the
 // timestamp.

@@ -161,6 +161,10 @@ func (s *TimerService[K]) delete(d TimeDomain, k K, ts int64) error {
 	return s.s.Delete(key)
 }
 
+// forget drops the due-time bounds after an abort (exec.AbortListener):
+// the next call finds them in the committed store.
+func (s *TimerService[K]) forget() { s.nextInit = false }
+
 // due removes and returns the timers of clock d at or before now, in order.
 func (s *TimerService[K]) due(d TimeDomain, now int64) ([]Timer[K], error) {
 	if !s.nextInit {

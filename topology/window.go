@@ -1100,6 +1100,13 @@ func firstIndex(st *store.Staged, prefix byte) (int64, error) {
 	return readTime(k[1:9]), nil
 }
 
+// OnAbort forgets the due-time bounds (exec.AbortListener): the aborted
+// transaction may have raised them past firings its replay must make
+// again. The next listener call finds them in the committed indexes.
+func (p *windowProc[K, V, A]) OnAbort() {
+	p.nextEvent, p.nextProc = math.MinInt64, math.MinInt64
+}
+
 // findNext sets nextEvent and nextProc from the indexes.
 func (p *windowProc[K, V, A]) findNext() error {
 	var errs [3]error

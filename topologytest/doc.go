@@ -21,4 +21,8 @@
 //	counts, _ := topologytest.ToMap(out) // a=2, b=1
 //
 // Each sub-topology runs as one task on partition 0.
+//
+// With AbortTransactions the driver groups steps into transactions and
+// aborts and replays some of them at random, as an instance does on a
+// rebalance: a check that the topology's results are exactly-once.
 package topologytest

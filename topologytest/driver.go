@@ -71,6 +71,7 @@ type Driver struct {
 	deadLetter     string
 	idleTimeout    time.Duration
 	batch          batching // options_commit.go
+	ab             *aborter // AbortTransactions
 }
 
 // New builds t and opens one task per sub-topology.
@@ -84,8 +85,11 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		bySource: map[string]*task.Task{}, byStore: map[string]*task.Task{},
 		offsets: map[string]int64{}, outputs: map[string][]*kgo.Record{},
 	}
-	for _, o := range opts {
+	for _, o := range append(defaultOptions[:len(defaultOptions):len(defaultOptions)], opts...) {
 		o(d)
+	}
+	if d.ab != nil && d.batch.every > 1 {
+		return nil, errors.New("topologytest: AbortTransactions and CommitEvery do not combine: AbortTransactions chooses the transactions")
 	}
 	if d.deadLetter == "" {
 		d.deadLetter = d.appID + "-dlq"
@@ -105,6 +109,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 			AppID: d.appID, StateDir: d.dir, Send: d.send,
 			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
 			IdleTimeout: d.idleTimeout, Globals: d.globalNames, FoldUpdates: d.batch.fold,
+			SkipAbortHooks: d.ab != nil && d.ab.skipHooks,
 		})
 		if err != nil {
 			d.Close()
@@ -116,8 +121,9 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 			return nil, err
 		}
 		// Anchor wall-clock schedules at the initial clock, as the
-		// Kafka driver's loop does right after a task opens.
-		if err := tk.Tick(d.wall); err != nil {
+		// Kafka driver's loop does right after a task opens, and commit
+		// the anchors, so that an abort keeps them.
+		if err := errors.Join(tk.Tick(d.wall), tk.Commit()); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -137,7 +143,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 
 // Close closes the tasks and deletes their stores.
 func (d *Driver) Close() error {
-	var errs []error
+	errs := []error{d.settle()}
 	for _, t := range d.tasks {
 		errs = append(errs, t.Close())
 	}
@@ -166,15 +172,26 @@ func (d *Driver) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topology.Header) error {
 	// A global table takes the record at once, as the instance's global
 	// consumer would before the next record is processed.
-	for _, e := range d.globals[topic] {
-		if err := e.Apply([]store.Write{{Key: key, Value: value}}, store.NoCheckpoint); err != nil {
-			return err
+	global := func() error {
+		for _, e := range d.globals[topic] {
+			if d.ab != nil {
+				if err := d.ab.global(e, key); err != nil {
+					return err
+				}
+			}
+			if err := e.Apply([]store.Write{{Key: key, Value: value}}, store.NoCheckpoint); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
 	tk := d.bySource[topic]
 	if tk == nil {
 		if len(d.globals[topic]) > 0 {
-			return nil
+			if d.ab != nil {
+				return d.step(global) // part of the transaction's replay
+			}
+			return global()
 		}
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
 	}
@@ -183,7 +200,12 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	return d.step(func() error { return tk.Process(r) })
+	return d.step(func() error {
+		if err := global(); err != nil {
+			return err
+		}
+		return tk.Process(r)
+	})
 }
 
 // step runs fn, then everything it sent to internal topics, then commits.
@@ -191,12 +213,30 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 // which are processed before the commit too, so a windowed result that an
 // input record makes due is out once Pipe returns.
 func (d *Driver) step(fn func() error) error {
-	err := fn()
-	if err == nil && d.batch.hold() {
-		if err = d.drain(); err == nil {
-			return nil // the transaction stays open (CommitEvery)
-		}
+	if d.ab != nil {
+		return d.ab.step(fn)
 	}
+	if d.batch.hold() {
+		// The transaction stays open (CommitEvery): no flush yet.
+		err := fn()
+		if err == nil {
+			err = d.drain()
+		}
+		if err != nil {
+			d.abortAll()
+		}
+		return err
+	}
+	if err := d.run(fn); err != nil {
+		return err
+	}
+	return d.commit()
+}
+
+// run runs fn and everything it sent to internal topics, and flushes; on an
+// error every task aborts.
+func (d *Driver) run(fn func() error) error {
+	err := fn()
 	for err == nil {
 		for err == nil && len(d.queue) > 0 {
 			r := d.queue[0]
@@ -213,12 +253,23 @@ func (d *Driver) step(fn func() error) error {
 		}
 	}
 	if err != nil {
-		d.queue, d.batch.steps = nil, 0
-		for _, t := range d.tasks {
-			t.Abort()
-		}
+		d.abortAll()
 		return err
 	}
+	return nil
+}
+
+// abortAll aborts the open transaction: every task drops its stage, and
+// what waits on internal topics is dropped with it.
+func (d *Driver) abortAll() {
+	d.queue, d.batch.steps = nil, 0
+	for _, t := range d.tasks {
+		t.Abort()
+	}
+}
+
+// commit commits every task.
+func (d *Driver) commit() error {
 	for _, t := range d.tasks {
 		if err := t.Commit(); err != nil {
 			return err
@@ -231,9 +282,10 @@ func (d *Driver) step(fn func() error) error {
 // wall-clock punctuations that became due, then commits.
 func (d *Driver) AdvanceWallClock(dt time.Duration) error {
 	d.wall += dt.Milliseconds()
+	now := d.wall // the time to run at again after an abort
 	return d.step(func() error {
 		for _, t := range d.tasks {
-			if err := t.Tick(d.wall); err != nil {
+			if err := t.Tick(now); err != nil {
 				return err
 			}
 		}
@@ -293,6 +345,9 @@ func NewOutputTopic[K, V any](d *Driver, topic string, ks serde.Serde[K], vs ser
 
 // ReadRecords returns the records written since the last read, in order.
 func (o *OutputTopic[K, V]) ReadRecords() ([]topology.Record[K, V], error) {
+	if err := o.d.settle(); err != nil {
+		return nil, err
+	}
 	rs := o.d.outputs[o.topic][o.pos:]
 	out := make([]topology.Record[K, V], 0, len(rs))
 	for _, r := range rs {
@@ -341,6 +396,9 @@ func UpdateMap[K comparable, V any](o *OutputTopic[K, V], m map[K]V) error {
 // KeyValueStore returns the named store of the topology, typed by the
 // materialization that declared it. Reads see the committed state.
 func KeyValueStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topology.KV[K, V], error) {
+	if err := d.settle(); err != nil {
+		return nil, err
+	}
 	tk := d.byStore[m.Name()]
 	if tk == nil {
 		return nil, fmt.Errorf("topologytest: no store %q", m.Name())
@@ -352,6 +410,9 @@ func KeyValueStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topo
 // (made by a windowed aggregation), typed by its materialization. Reads see
 // the committed state: the windows not yet expired.
 func WindowStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topology.WindowStore[K, V], error) {
+	if err := d.settle(); err != nil {
+		return nil, err
+	}
 	tk := d.byStore[m.Name()]
 	if tk == nil {
 		return nil, fmt.Errorf("topologytest: no store %q", m.Name())
@@ -361,6 +422,9 @@ func WindowStore[K, V any](d *Driver, m topology.Materialization[K, V]) (*topolo
 
 // Watermark returns the watermark of the task that owns the named store.
 func (d *Driver) Watermark(storeName string) (int64, error) {
+	if err := d.settle(); err != nil {
+		return 0, err
+	}
 	tk := d.byStore[storeName]
 	if tk == nil {
 		return 0, fmt.Errorf("topologytest: no store %q", storeName)
@@ -371,6 +435,9 @@ func (d *Driver) Watermark(storeName string) (int64, error) {
 // StoreEntries counts the entries of the named store (any kind), index
 // entries included: how much state it holds.
 func (d *Driver) StoreEntries(name string) (int, error) {
+	if err := d.settle(); err != nil {
+		return 0, err
+	}
 	tk := d.byStore[name]
 	if tk == nil {
 		return 0, fmt.Errorf("topologytest: no store %q", name)

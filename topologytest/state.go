@@ -20,6 +20,10 @@ func KeyedState[H any](d *Driver, spec interface {
 	Name() string
 	View(*store.Staged) H
 }) (H, error) {
+	if err := d.settle(); err != nil {
+		var none H
+		return none, err
+	}
 	tk := d.byStore[spec.Name()]
 	if tk == nil {
 		var none H

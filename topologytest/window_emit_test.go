@@ -133,7 +133,7 @@ func short(k string) string {
 
 // adversarialKeys are keys of every encoded length that matters: empty, one
 // byte, a UUID, and past the one-byte uvarint length (128).
-func adversarialKeys() []string {
+func windowKeys() []string {
 	return []string{"", "a", "0f8c3a52-6f1e-4c8e-9d0b-6a3e2f1c9b7d", strings.Repeat("k", 127), strings.Repeat("é", 64), strings.Repeat("z", 130)}
 }
 
@@ -143,7 +143,7 @@ func adversarialKeys() []string {
 // go out again unchanged. Default trigger, lateness 100ms.
 func TestLateFiringAheadOfTheTaskFiresOnce(t *testing.T) {
 	lateness := topology.AllowedLateness(100 * ms)
-	for _, key := range adversarialKeys() {
+	for _, key := range windowKeys() {
 		cases := []struct {
 			name string
 			w    topology.Windows
@@ -196,7 +196,7 @@ func TestLateFiringAheadOfTheTaskFiresOnce(t *testing.T) {
 // far ahead, then merged by a record from a writer behind, must be
 // retracted; a session never emitted must not be.
 func TestSessionRetractionFollowsWhatWasEmitted(t *testing.T) {
-	for _, key := range adversarialKeys() {
+	for _, key := range windowKeys() {
 		t.Run(fmt.Sprint(len(key)), func(t *testing.T) {
 			r := newEmitRig(t, window.InactivityGap(30*ms), topology.AllowedLateness(100*ms))
 			r.rec(key, 10, 50) // [10,10] due at 40 ≤ 50: fires at once
@@ -245,7 +245,7 @@ func TestMergedSessionsRetractedForEveryTrigger(t *testing.T) {
 		{"EveryRecord", []topology.WindowOption{topology.EmitEveryUpdate()}, 0, "=5"},
 		{"OnWatermark", nil, 0, "=5"},
 	}
-	for _, key := range adversarialKeys() {
+	for _, key := range windowKeys() {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/%d", c.name, len(key)), func(t *testing.T) {
 				r := newEmitRig(t, gap, c.opts...)
@@ -278,7 +278,7 @@ func TestMergedSessionsRetractedForEveryTrigger(t *testing.T) {
 // (Flink's CountTrigger): two unfired sessions of 2 bridged by one record
 // hold 5 ≥ 3 records since any firing, so the merge fires.
 func TestCountTriggerAfterMerge(t *testing.T) {
-	for _, key := range adversarialKeys() {
+	for _, key := range windowKeys() {
 		for _, purging := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%d/purging=%v", len(key), purging), func(t *testing.T) {
 				tr := window.CountTrigger(3)
@@ -331,7 +331,7 @@ func TestCountWindowsKeepTheirEvictionWithATrigger(t *testing.T) {
 		{"SlidingCount(3,2)", window.SlidingCount(3, 2), []int64{1, 2, 3, 3, 3, 3, 3, 3, 3}},
 		{"TumblingCount(3)", window.TumblingCount(3), []int64{1, 2, 3, 1, 2, 3, 1, 2, 3}},
 	}
-	for _, key := range adversarialKeys() {
+	for _, key := range windowKeys() {
 		for _, c := range cases {
 			global := topology.Windowed[string]{Key: key, Window: window.GlobalBounds}
 			t.Run(fmt.Sprintf("%s/EveryRecord/%d", c.name, len(key)), func(t *testing.T) {

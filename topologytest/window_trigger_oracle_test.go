@@ -221,7 +221,7 @@ func oracleRun(t *testing.T, k oracleKind, tr oracleTrigger, seed uint64, trigge
 	r.keepRetracted = brokenReader
 	o := &triggerOracle{size: k.size, advance: k.advance, gap: k.gap, lateness: lateness, n: tr.n, purging: tr.purging,
 		taskWM: 0, windows: map[string]map[int64]*oracleWindow{}, live: map[string][]*oracleWindow{}, final: map[string]int64{}}
-	keys := adversarialKeys()[:2+rng.IntN(len(adversarialKeys())-1)]
+	keys := windowKeys()[:2+rng.IntN(len(windowKeys())-1)]
 	const writers = 3
 	var clock, wm, bound [writers]int64
 	for i := range writers {

@@ -329,6 +329,17 @@ const (
 	flagsKnown   = flagIdle
 )
 
+// CopyFrom makes t an exact copy of src, its idle timers included, which
+// MarshalBinary leaves out (wall-clock time means nothing after a
+// restart): what a task keeps of its last commit, to return to on abort,
+// so that an aborted transaction's replay finds inputs as idle, and as
+// close to idle, as they were.
+func (t *Tracker) CopyFrom(src *Tracker) {
+	inputs := append(t.inputs[:0], src.inputs...)
+	*t = *src
+	t.inputs = inputs
+}
+
 // MarshalBinary encodes the Tracker's state, to be committed together with
 // the input offsets it reflects so a restarted task makes the same
 // decisions (invariant 5). The strategy and idle timeout are configuration,

@@ -513,3 +513,39 @@ func ExampleTracker() {
 	// 7999
 	// 7999
 }
+
+// TestCopyFromKeepsIdleTimers: a copy taken at a commit and copied back on
+// abort keeps how long each input has been silent, which MarshalBinary
+// does not: the replay then finds an input idle exactly when the first run
+// did.
+func TestCopyFromKeepsIdleTimers(t *testing.T) {
+	tr, _ := NewTracker(Monotonous(), 2, IdleTimeout(time.Second))
+	tr.Observe(0, 100)
+	tr.Tick(0) // both inputs start their timers
+	var committed Tracker
+	committed.CopyFrom(tr)
+	tr.Observe(1, 50)
+	tr.Tick(1001) // input 0 goes idle
+	if !tr.InputIdle(0) {
+		t.Fatal("input 0 should be idle")
+	}
+	tr.CopyFrom(&committed) // abort
+	if tr.InputIdle(0) || tr.Watermark() != committed.Watermark() {
+		t.Fatal("the copy did not return to the committed state")
+	}
+	tr.Tick(1001)
+	if !tr.InputIdle(0) || !tr.InputIdle(1) {
+		t.Fatal("the replayed tick did not find both inputs idle, as the committed timers say")
+	}
+	// Through MarshalBinary the timers restart: neither is idle yet.
+	b, _ := committed.MarshalBinary()
+	tr.UnmarshalBinary(b)
+	if tr.Tick(1001); tr.InputIdle(0) {
+		t.Fatal("MarshalBinary kept the idle timers; CopyFrom is then needless")
+	}
+	// The copy shares nothing with its source.
+	committed.Observe(1, 500)
+	if tr.InputWatermark(1) == 500 {
+		t.Fatal("the copy shares its inputs with the source")
+	}
+}

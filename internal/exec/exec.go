@@ -149,6 +149,20 @@ type ProcessingTimeListener interface {
 	OnProcessingTime(now int64) error
 }
 
+// AbortListener is implemented by processors that keep, across records,
+// anything outside their stores: the in-memory lower bounds of their next
+// due times (windows, sliding windows, stream joins, timers). The task
+// calls OnAbort after an abort has dropped its stage, so that the
+// processor returns exactly to the committed state before the aborted
+// records are processed again; a bound left where the aborted transaction
+// moved it would skip firings in the replay. OnAbort must not touch the
+// stores (their stage is gone) and cannot fail: a processor that cannot
+// tell its committed bounds forgets them, to find them again from the
+// committed stores on its next call.
+type AbortListener interface {
+	OnAbort()
+}
+
 // Source timestamp kinds.
 type TimestampKind int
 

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -79,5 +80,50 @@ func TestPunctuation(t *testing.T) {
 	}
 	if n, _, _ := tk.stores["ticks"].Get([]byte("k")); n == nil {
 		t.Fatal("store not written by the user processor")
+	}
+}
+
+// TestAbortReturnsPunctuations: a punctuation that fired in an aborted
+// transaction fires again when its records are processed again (issue 15,
+// defect 4: the schedule had moved on, so the replay skipped it).
+func TestAbortReturnsPunctuations(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		tp := topology.New()
+		in := topology.From(tp, "in", serde.String, serde.String)
+		st := topology.KeyValueStore("ticks", serde.String, serde.Int64, topology.InMemory())
+		out := topology.Process(in, "ticker", func() topology.Processor[string, string, string, int64] { return &ticker{store: st} }, st)
+		topology.To(out, "out", serde.String, serde.Int64Text)
+		d := &discard{keep: []*kgo.Record{}}
+		tk := startTask(t, plan(t, tp), 0, Config{AppID: "p", Send: d.send, SkipAbortHooks: skip})
+		pipe := func(ts int64) {
+			t.Helper()
+			if err := tk.Process(&kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("v"), Timestamp: time.UnixMilli(ts)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fired := func() (n int) {
+			for _, r := range d.keep {
+				if r.Topic == "out" && string(r.Key) == "stream" {
+					n++
+				}
+			}
+			d.keep = d.keep[:0]
+			return n
+		}
+		pipe(100) // anchors the schedule: due at 110
+		if err := errors.Join(tk.Flush(), tk.Commit()); err != nil {
+			t.Fatal(err)
+		}
+		pipe(112)
+		if n := fired(); n != 1 {
+			t.Fatalf("fired %d times at 112, want 1", n)
+		}
+		tk.Abort()
+		pipe(112) // the replay
+		if n := fired(); skip && n != 0 {
+			t.Fatalf("with the hooks skipped the replay fired %d times; the control shows nothing", n)
+		} else if !skip && n != 1 {
+			t.Fatalf("the replay fired %d times, want 1, as the aborted run did", n)
+		}
 	}
 }

@@ -33,8 +33,12 @@ type clock struct {
 	// in the open transaction and at the last commit.
 	announced, committedAnnounced announcement
 
-	committed []byte // tracker state at the last commit
-	saved     []byte // time state last written to the time store
+	committed window.Tracker // the tracker at the last commit
+	saved     []byte         // time state last written to the time store
+	// committedSaved is saved at the last commit: after an abort the
+	// store holds it again, and a replay that leaves the time as it was
+	// writes nothing, as the first run did not.
+	committedSaved []byte
 }
 
 type sinkTopic struct {
@@ -93,7 +97,7 @@ func (t *Task) newClock() error {
 	c.tracker = tr
 	c.announced = announcement{wm: window.NoWatermark}
 	c.committedAnnounced = c.announced
-	c.committed, _ = tr.MarshalBinary()
+	c.committed.CopyFrom(tr)
 	return nil
 }
 
@@ -306,19 +310,22 @@ func (t *Task) loadTime() error {
 	t.streamTime = int64(binary.BigEndian.Uint64(b[1:]))
 	t.committedStreamTime = t.streamTime
 	t.clock.saved = append([]byte(nil), b...)
-	t.clock.committed = append([]byte(nil), b[9:]...)
+	t.clock.committedSaved = append([]byte(nil), b...)
+	t.clock.committed.CopyFrom(t.clock.tracker)
 	return nil
 }
 
 // commitTime remembers the committed time state, to return to on abort.
 func (t *Task) commitTime() {
-	t.clock.committed, _ = t.clock.tracker.AppendBinary(t.clock.committed[:0])
+	t.clock.committed.CopyFrom(t.clock.tracker)
 	t.clock.committedAnnounced = t.clock.announced
+	t.clock.committedSaved = append(t.clock.committedSaved[:0], t.clock.saved...)
 }
 
-// abortTime returns to the committed time state.
+// abortTime returns to the committed time state: the tracker exactly as it
+// was, idle timers included, which the time store does not keep.
 func (t *Task) abortTime() {
-	_ = t.clock.tracker.UnmarshalBinary(t.clock.committed)
+	t.clock.tracker.CopyFrom(&t.clock.committed)
 	t.clock.announced = t.clock.committedAnnounced
-	t.clock.saved = nil
+	t.clock.saved = append([]byte(nil), t.clock.committedSaved...)
 }
