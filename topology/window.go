@@ -422,7 +422,8 @@ type windowProc[K, V, A any] struct {
 // stored is one window's state. Its value in the store:
 //
 //	end int64, count int64, event timer int64, processing timer int64,
-//	flags uint8 (bit 0: has an aggregate), aggregate
+//	flags uint8 (bit 0: has an aggregate; bit 1: its aggregate was
+//	emitted), aggregate
 //
 // hasAgg says the window holds records: an aggregate or, with elements,
 // element entries, numbered from 0 to seq-1 (some maybe evicted).
@@ -431,7 +432,14 @@ type stored[A any] struct {
 	count, eventTimer, procTime int64
 	seq                         int64
 	hasAgg                      bool
-	agg                         A
+	// fired: the aggregate held was forwarded, so a session merged away
+	// must be retracted. It cannot be told from the watermark of the
+	// record that merges it: records read from several writers of a
+	// repartition topic are judged by watermarks of their own, and one
+	// that arrives later may carry a lower one than the record whose
+	// watermark fired the session.
+	fired bool
+	agg   A
 }
 
 const windowHeader = 8 + 8 + 8 + 8 + 8 + 1
@@ -526,6 +534,13 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 		if err != nil {
 			return err
 		}
+		if p.closeAt(w.b) <= wm {
+			// Closed for this record, if not yet removed: whether it
+			// still is depends on how far the task's own watermark
+			// got, which depends on commits and on how writers
+			// interleave; the record's watermark does not (invariant 5).
+			return nil
+		}
 		existing = append(existing, w.b)
 		all[w.b] = w
 		return nil
@@ -586,7 +601,8 @@ func (p *windowProc[K, V, A]) retract(k K, a stored[A], wm int64) error {
 	if p.elements != nil || !a.hasAgg {
 		return nil
 	}
-	emitted := p.cfg.trigger == window.EveryRecord() ||
+	// The watermark test is for sessions stored before the fired flag.
+	emitted := a.fired || p.cfg.trigger == window.EveryRecord() ||
 		p.cfg.trigger == window.OnWatermark() && p.maxTimestamp(a.b) <= wm
 	if !emitted {
 		return nil
@@ -642,6 +658,7 @@ func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.Tri
 		if err != nil {
 			return err
 		}
+		w.fired = true
 	}
 	if res.Purge {
 		if p.elements != nil {
@@ -650,7 +667,7 @@ func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.Tri
 			}
 		}
 		var zero A
-		w.agg, w.hasAgg, w.count = zero, false, 0
+		w.agg, w.hasAgg, w.count, w.fired = zero, false, 0, false
 	}
 	return p.put(key, w)
 }
@@ -712,6 +729,9 @@ func (p *windowProc[K, V, A]) put(key []byte, w stored[A]) error {
 	if w.hasAgg {
 		val[40] = 1
 	}
+	if w.fired {
+		val[40] |= 2
+	}
 	if w.hasAgg && p.elements == nil {
 		ab, err := p.m.vs.Encode(w.agg)
 		if err != nil {
@@ -746,7 +766,7 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 
 // decodeWindow reads a window's header; ab is the encoded aggregate.
 func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err error) {
-	if len(val) < windowHeader || val[40]&^1 != 0 {
+	if len(val) < windowHeader || val[40]&^3 != 0 {
 		return w, nil, fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
 	}
 	w = stored[A]{
@@ -755,7 +775,8 @@ func decodeWindow[A any](start int64, val []byte) (w stored[A], ab []byte, err e
 		eventTimer: int64(binary.BigEndian.Uint64(val[16:])),
 		procTime:   int64(binary.BigEndian.Uint64(val[24:])),
 		seq:        int64(binary.BigEndian.Uint64(val[32:])),
-		hasAgg:     val[40] == 1,
+		hasAgg:     val[40]&1 != 0,
+		fired:      val[40]&2 != 0,
 	}
 	return w, val[windowHeader:], nil
 }
