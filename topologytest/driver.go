@@ -70,6 +70,8 @@ type Driver struct {
 	maxRecordBytes int
 	deadLetter     string
 	idleTimeout    time.Duration
+
+	x extra // metamorphic.go's options
 }
 
 // New builds t and opens one task per sub-topology.
@@ -82,10 +84,12 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		appID: "test", wall: time.Now().UnixMilli(),
 		bySource: map[string]*task.Task{}, byStore: map[string]*task.Task{},
 		offsets: map[string]int64{}, outputs: map[string][]*kgo.Record{},
+		x: extra{commitEvery: 1},
 	}
 	for _, o := range opts {
 		o(d)
 	}
+	d.x.init()
 	if d.deadLetter == "" {
 		d.deadLetter = d.appID + "-dlq"
 	}
@@ -99,11 +103,14 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		d.globals[g.Topic] = append(d.globals[g.Topic], e)
 		d.globalNames[g.Name] = e
 	}
-	for _, sub := range plan.Subs {
-		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
-			AppID: d.appID, StateDir: d.dir, Send: d.send,
+	widths := d.x.internalPartitions(d.appID, plan)
+	for _, slot := range d.x.slots(plan) {
+		sub := slot.sub
+		tk, err := task.New(task.ID{Sub: sub.ID, Partition: slot.p}, sub, plan, task.Config{
+			AppID: d.appID, StateDir: d.dir, Send: d.sender(len(d.tasks)),
 			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
 			IdleTimeout: d.idleTimeout, Globals: d.globalNames,
+			FoldUpdates: d.x.fold, InternalPartitions: widths,
 		})
 		if err != nil {
 			d.Close()
@@ -125,10 +132,15 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 			if internal[i] {
 				tp = task.InternalTopic(d.appID, tp)
 			}
-			d.bySource[tp] = tk
+			d.x.byPartition[tp] = append(d.x.byPartition[tp], tk)
+			if slot.p == 0 {
+				d.bySource[tp] = tk
+			}
 		}
 		for _, s := range sub.Stores {
-			d.byStore[s] = tk
+			if slot.p == 0 {
+				d.byStore[s] = tk
+			}
 		}
 	}
 	return d, nil
@@ -170,7 +182,7 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 			return err
 		}
 	}
-	tk := d.bySource[topic]
+	tk := d.taskOf(topic, d.partitionOf(key))
 	if tk == nil {
 		if len(d.globals[topic]) > 0 {
 			return nil
@@ -182,6 +194,8 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
+	r.Partition = d.partitionOf(key)
+	d.x.inputs++
 	return d.step(func() error { return tk.Process(r) })
 }
 
@@ -190,29 +204,40 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 // which are processed before the commit too, so a windowed result that an
 // input record makes due is out once Pipe returns.
 func (d *Driver) step(fn func() error) error {
+	d.beginStep()
 	err := fn()
+	commit := d.commitDue()
 	for err == nil {
-		for err == nil && len(d.queue) > 0 {
-			r := d.queue[0]
-			d.queue = d.queue[1:]
-			err = d.bySource[r.Topic].Process(r)
+		for err == nil {
+			r, ok := d.dequeue()
+			if !ok {
+				break
+			}
+			err = d.taskOf(r.Topic, r.Partition).Process(r)
+		}
+		if !commit {
+			break
 		}
 		for _, t := range d.tasks {
 			if err == nil {
 				err = t.Flush()
 			}
 		}
-		if len(d.queue) == 0 {
+		if !d.deliverable() {
 			break
 		}
 	}
 	if err != nil {
-		d.queue = nil
+		d.dropUncommitted()
 		for _, t := range d.tasks {
 			t.Abort()
 		}
 		return err
 	}
+	if !commit {
+		return nil
+	}
+	d.x.inputs = 0
 	for _, t := range d.tasks {
 		if err := t.Commit(); err != nil {
 			return err
@@ -225,6 +250,8 @@ func (d *Driver) step(fn func() error) error {
 // wall-clock punctuations that became due, then commits.
 func (d *Driver) AdvanceWallClock(dt time.Duration) error {
 	d.wall += dt.Milliseconds()
+	d.x.force = d.x.commitEvery > 0
+	defer func() { d.x.force = false }()
 	return d.step(func() error {
 		for _, t := range d.tasks {
 			if err := t.Tick(d.wall); err != nil {
