@@ -20,5 +20,8 @@
 //	in.Pipe(nil, "a b a", 0)
 //	counts, _ := topologytest.ToMap(out) // a=2, b=1
 //
-// Each sub-topology runs as one task on partition 0.
+// Each sub-topology runs as one task on partition 0, unless Partitions
+// says otherwise; CommitEvery, FoldUpdates and ShuffleInternal vary the
+// commit cadence, table folding and the order in which internal topics are
+// delivered, so that a test can check that results do not depend on them.
 package topologytest
