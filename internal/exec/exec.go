@@ -106,8 +106,8 @@ type Context interface {
 	// Watermark is the event-time watermark (window.NoWatermark until
 	// every input has reported): no more records at or below it are
 	// expected. While a record is processed it is the watermark the record
-	// is judged against (see HeaderRecordWatermark), which is never below
-	// the task's; in a listener, the task's.
+	// is judged against: its own input's (see HeaderRecordWatermark), which
+	// is never below the task's; in a listener, the task's.
 	Watermark() int64
 	// Children names the node's children, in the order they were added.
 	Children() []string
