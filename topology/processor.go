@@ -90,8 +90,10 @@ type procContext interface {
 }
 
 // Watermark is the event-time watermark the current record is judged
-// against (in OnTimer, the task's): no more records at or below it are
-// expected. window.NoWatermark until every input has reported. Watermarks
+// against: that of the input partition it came from (through a repartition
+// topic, of the one it was first read from), never below the task's; in
+// OnTimer, the task's, window.NoWatermark until every input has reported.
+// No more records at or below it are expected. Watermarks
 // cross repartition topics only in topologies with windowed state
 // (windows, stream joins, timers); elsewhere a task downstream of a
 // repartition sees none.

@@ -170,11 +170,64 @@ func (t *Topology) Build() (*Built, error) {
 		}
 		plan.Subs = append(plan.Subs, sub)
 	}
+	errs = append(errs, addTimeStores(plan)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	t.built = &Built{plan: plan}
 	return t.built, nil
+}
+
+// TimeStoreSuffix ends the name of the store that sluice adds to a
+// sub-topology to keep its time state when the sub-topology has no
+// windowed store but must persist its watermark (addTimeStores): the
+// store is <first repartition topic it writes>-time, its changelog
+// <application.id>-<that topic>-time-changelog.
+const TimeStoreSuffix = "-time"
+
+// addTimeStores gives a time store to every sub-topology that writes
+// repartition topics in a plan that uses event time but has no windowed
+// store of its own. Such a task stamps each repartition record with the
+// watermark it is judged against downstream (exec.HeaderRecordWatermark)
+// and announces its watermark to its readers; both come from its tracker,
+// which must therefore commit with the offsets and come back after a
+// restart, or the records after it would be judged against a watermark
+// that starts again from nothing (invariant 5). The store is named after
+// the sub-topology's first repartition topic by name, a user-given name,
+// so it stays put when the topology is edited elsewhere.
+func addTimeStores(plan *exec.Plan) []error {
+	if !plan.UsesEventTime() {
+		return nil
+	}
+	var errs []error
+	for _, sub := range plan.Subs {
+		if sub.TimeStore != "" {
+			continue
+		}
+		var sinks []string
+		for _, n := range sub.Nodes {
+			if n.Kind == exec.KindSink && n.Internal {
+				sinks = append(sinks, n.Topics[0])
+			}
+		}
+		if len(sinks) == 0 {
+			continue
+		}
+		name := slices.Min(sinks) + TimeStoreSuffix
+		if _, dup := plan.Stores[name]; dup {
+			errs = append(errs, fmt.Errorf("%w: store %q is the name sluice gives the time state of the sub-topology writing %s; name the store otherwise", ErrDuplicateName, name, slices.Min(sinks)))
+			continue
+		}
+		if err := validTopicPart(name); err != nil {
+			errs = append(errs, fmt.Errorf("%w: time store %q: %v", ErrInvalidTopicName, name, err))
+			continue
+		}
+		plan.Stores[name] = &exec.Store{Name: name, Cache: true, TimeState: true}
+		plan.StoreSub[name] = sub.ID
+		sub.Stores = append(sub.Stores, name)
+		sub.TimeStore = name
+	}
+	return errs
 }
 
 // components splits nodes into connected components (union-find over the
@@ -285,6 +338,9 @@ func (b *Built) Describe() string {
 			}
 			if st.Windowed {
 				kind += ", windowed"
+			}
+			if st.TimeState {
+				kind += ", time state"
 			}
 			changelog := "changelog <application.id>-" + s + "-changelog"
 			if st.Source != "" {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/window"
 )
 
 func TestBuildReportsEveryMistake(t *testing.T) {
@@ -123,5 +125,55 @@ func TestSplitHasADefaultBranch(t *testing.T) {
 		if !strings.Contains(b.Describe(), want) {
 			t.Errorf("Describe lacks %q", want)
 		}
+	}
+}
+
+// TestTimeStoreForRepartitionWriters: a sub-topology that writes a
+// repartition topic in a plan with windows, and has no windowed store,
+// gets a store of its own for its time state, named after that topic; a
+// user store of that name is refused.
+func TestTimeStoreForRepartitionWriters(t *testing.T) {
+	build := func(userStore string) (*topology.Built, error) {
+		tp := topology.New()
+		in := topology.From(tp, "clicks", serde.String, serde.String)
+		g := topology.GroupBy(in, func(_ string, v string) string { return v }, topology.Grouped("by-user", serde.String, serde.String))
+		topology.CountWindows(topology.WindowedBy(g, window.Tumbling(time.Second)), topology.Materialized("per-user", serde.String, serde.Int64))
+		if userStore != "" {
+			topology.Count(topology.GroupByKey(in), topology.Materialized(userStore, serde.String, serde.Int64))
+		}
+		return tp.Build()
+	}
+	b, err := build("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := b.Plan()
+	if got := p.Subs[0].TimeStore; got != "by-user-repartition-time" {
+		t.Fatalf("sub-topology 0 keeps its time in %q, want by-user-repartition-time", got)
+	}
+	if st := p.Stores["by-user-repartition-time"]; st == nil || !st.TimeState || st.Windowed || p.StoreSub[st.Name] != 0 {
+		t.Fatalf("time store %+v", st)
+	}
+	if got := p.Subs[1].TimeStore; got != "per-user" {
+		t.Fatalf("sub-topology 1 keeps its time in %q, want its windowed store per-user", got)
+	}
+	if !strings.Contains(b.Describe(), "by-user-repartition-time (pebble, time state, cache=true, sub-topology 0, changelog <application.id>-by-user-repartition-time-changelog)") {
+		t.Errorf("Describe does not show the time store:\n%s", b.Describe())
+	}
+	if _, err := build("by-user-repartition-time"); !errors.Is(err, topology.ErrDuplicateName) {
+		t.Errorf("a user store named like the time store: %v, want ErrDuplicateName", err)
+	}
+
+	// Without event time no watermark travels, and nothing is added.
+	tp := topology.New()
+	in := topology.From(tp, "clicks", serde.String, serde.String)
+	topology.Count(topology.GroupBy(in, func(_ string, v string) string { return v }, topology.Grouped("by-user", serde.String, serde.String)),
+		topology.Materialized("per-user", serde.String, serde.Int64))
+	b, err = tp.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.Plan().Stores); n != 1 {
+		t.Errorf("a plan without event time has %d stores, want 1", n)
 	}
 }

@@ -601,6 +601,13 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 		if err != nil {
 			return err
 		}
+		if p.closeAt(w.b) <= wm {
+			// Closed for this record, if not yet removed: whether it
+			// still is depends on how far the task's own watermark
+			// got, which depends on commits and on how writers
+			// interleave; the record's watermark does not (invariant 5).
+			return nil
+		}
 		existing = append(existing, w.b)
 		all[w.b] = w
 		return nil

@@ -76,7 +76,7 @@ func (a *aborter) step(fn func() error) error {
 	if len(a.steps) == 0 {
 		a.begin()
 	}
-	if err := d.run(fn); err != nil {
+	if _, err := d.run(fn); err != nil {
 		// run aborted every task: the transaction's earlier steps
 		// run again, without the failed one.
 		if rerr := a.replay(); rerr != nil {
@@ -131,6 +131,8 @@ func (a *aborter) end() error {
 func (a *aborter) replay() error {
 	d := a.d
 	d.queue = nil
+	clear(d.x.writer)
+	clear(d.x.sentAt)
 	for topic, rs := range d.outputs {
 		n := a.outputs[topic]
 		clear(rs[n:])
@@ -145,7 +147,7 @@ func (a *aborter) replay() error {
 	clear(a.undo)
 	a.undo = a.undo[:0]
 	for i, fn := range a.steps {
-		if err := d.run(fn); err != nil {
+		if _, err := d.run(fn); err != nil {
 			return fmt.Errorf("topologytest: step %d of a transaction failed when run again after an abort: %w", i, err)
 		}
 	}

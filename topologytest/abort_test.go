@@ -174,15 +174,15 @@ func diff(want, got string) string {
 	return b.String()
 }
 
-// A scenario builds a topology and pipes a stream of adversarial records
+// A abortScenario builds a topology and pipes a stream of adversarial records
 // into it without asserting anything: its outputs are compared between
 // runs, so that the negative control can see a difference without failing.
-type scenario struct {
+type abortScenario struct {
 	name string
 	// build makes the topology; wall, if set, points at the wall clock the
 	// processors may read (the driver's, kept up to date by run).
 	build func(wall *int64) *topology.Topology
-	// walls: the scenario advances the wall clock between records.
+	// walls: the abortScenario advances the wall clock between records.
 	walls bool
 }
 
@@ -203,9 +203,9 @@ func adversarialKeys() []string {
 	return keys
 }
 
-// runScenario runs sc with opts and returns its outputs and how many
+// runAbortScenario runs sc with opts and returns its outputs and how many
 // transactions aborted.
-func runScenario(sc scenario, opts ...topologytest.Option) (string, int, error) {
+func runAbortScenario(sc abortScenario, opts ...topologytest.Option) (string, int, error) {
 	wall := int64(scenarioWall)
 	var ds []*topologytest.Driver
 	opts = append(opts, topologytest.WallClock(time.UnixMilli(wall)), topologytest.Keep(&ds))
@@ -386,7 +386,7 @@ func (c *counter) Process(r topology.Record[string, int64]) error {
 
 func (c *counter) Close() error { return nil }
 
-var scenarios = []scenario{
+var scenarios = []abortScenario{
 	{name: "tumbling on watermark with lateness", build: windowScenario(window.Tumbling(100*time.Millisecond), topology.AllowedLateness(30*time.Millisecond))},
 	{name: "hopping at close", build: windowScenario(window.Hopping(100*time.Millisecond, 40*time.Millisecond), topology.EmitFinal())},
 	{name: "sessions every update", build: windowScenario(window.InactivityGap(15*time.Millisecond), topology.EmitEveryUpdate(), topology.AllowedLateness(20*time.Millisecond))},
@@ -440,16 +440,16 @@ var scenarios = []scenario{
 func TestAbortReplayOfScenarios(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			want, _, err := runScenario(sc)
+			want, _, err := runAbortScenario(sc)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if strings.Count(want, "\n") < 20 {
-				t.Fatalf("the scenario produced only %d records", strings.Count(want, "\n"))
+				t.Fatalf("the abortScenario produced only %d records", strings.Count(want, "\n"))
 			}
 			aborts := 0
 			for _, seed := range abortSeeds() {
-				got, n, err := runScenario(sc, topologytest.AbortTransactions(seed))
+				got, n, err := runAbortScenario(sc, topologytest.AbortTransactions(seed))
 				if err != nil {
 					t.Fatalf("seed %d: %v", seed, err)
 				}
@@ -468,19 +468,19 @@ func TestAbortReplayOfScenarios(t *testing.T) {
 // TestAbortCheckerCatchesStaleOperatorState is the checker's negative
 // control: with the abort hooks skipped (operators keep the due-time bounds
 // and punctuation schedules the aborted transaction left, as before issue
-// 15), every scenario with such state must differ under some seed.
+// 15), every abortScenario with such state must differ under some seed.
 func TestAbortCheckerCatchesStaleOperatorState(t *testing.T) {
 	for _, sc := range scenarios {
 		if sc.name == "keyed state with a TTL" {
 			continue // no in-memory state: nothing to catch
 		}
 		t.Run(sc.name, func(t *testing.T) {
-			want, _, err := runScenario(sc)
+			want, _, err := runAbortScenario(sc)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, seed := range abortSeeds() {
-				got, _, err := runScenario(sc, topologytest.AbortTransactions(seed), topologytest.WithoutAbortHooks())
+				got, _, err := runAbortScenario(sc, topologytest.AbortTransactions(seed), topologytest.WithoutAbortHooks())
 				if err != nil || got != want {
 					return // caught
 				}

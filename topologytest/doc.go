@@ -20,7 +20,10 @@
 //	in.Pipe(nil, "a b a", 0)
 //	counts, _ := topologytest.ToMap(out) // a=2, b=1
 //
-// Each sub-topology runs as one task on partition 0.
+// Each sub-topology runs as one task on partition 0, unless Partitions
+// says otherwise; CommitEvery, FoldUpdates and ShuffleInternal vary the
+// commit cadence, table folding and the order in which internal topics are
+// delivered, so that a test can check that results do not depend on them.
 //
 // With AbortTransactions the driver groups steps into transactions and
 // aborts and replays some of them at random, as an instance does on a

@@ -70,8 +70,9 @@ type Driver struct {
 	maxRecordBytes int
 	deadLetter     string
 	idleTimeout    time.Duration
-	batch          batching // options_commit.go
 	ab             *aborter // AbortTransactions
+
+	x extra // metamorphic.go's options
 }
 
 // New builds t and opens one task per sub-topology.
@@ -84,13 +85,15 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		appID: "test", wall: time.Now().UnixMilli(),
 		bySource: map[string]*task.Task{}, byStore: map[string]*task.Task{},
 		offsets: map[string]int64{}, outputs: map[string][]*kgo.Record{},
+		x: extra{commitEvery: 1},
 	}
 	for _, o := range append(defaultOptions[:len(defaultOptions):len(defaultOptions)], opts...) {
 		o(d)
 	}
-	if d.ab != nil && d.batch.every > 1 {
-		return nil, errors.New("topologytest: AbortTransactions and CommitEvery do not combine: AbortTransactions chooses the transactions")
+	if d.ab != nil && (d.x.commitEvery != 1 || d.x.rng != nil) {
+		return nil, errors.New("topologytest: AbortTransactions combines with neither CommitEvery nor ShuffleInternal: it chooses the transactions itself")
 	}
+	d.x.init()
 	if d.deadLetter == "" {
 		d.deadLetter = d.appID + "-dlq"
 	}
@@ -104,11 +107,14 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		d.globals[g.Topic] = append(d.globals[g.Topic], e)
 		d.globalNames[g.Name] = e
 	}
-	for _, sub := range plan.Subs {
-		tk, err := task.New(task.ID{Sub: sub.ID}, sub, plan, task.Config{
-			AppID: d.appID, StateDir: d.dir, Send: d.send,
+	widths := d.x.internalPartitions(d.appID, plan)
+	for _, slot := range d.x.slots(plan) {
+		sub := slot.sub
+		tk, err := task.New(task.ID{Sub: sub.ID, Partition: slot.p}, sub, plan, task.Config{
+			AppID: d.appID, StateDir: d.dir, Send: d.sender(len(d.tasks)),
 			Errors: d.errors, DeadLetter: d.deadLetter, MaxRecordBytes: d.maxRecordBytes,
-			IdleTimeout: d.idleTimeout, Globals: d.globalNames, FoldUpdates: d.batch.fold,
+			IdleTimeout: d.idleTimeout, Globals: d.globalNames,
+			FoldUpdates: d.x.fold, InternalPartitions: widths,
 			SkipAbortHooks: d.ab != nil && d.ab.skipHooks,
 		})
 		if err != nil {
@@ -132,10 +138,15 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 			if internal[i] {
 				tp = task.InternalTopic(d.appID, tp)
 			}
-			d.bySource[tp] = tk
+			d.x.byPartition[tp] = append(d.x.byPartition[tp], tk)
+			if slot.p == 0 {
+				d.bySource[tp] = tk
+			}
 		}
 		for _, s := range sub.Stores {
-			d.byStore[s] = tk
+			if slot.p == 0 {
+				d.byStore[s] = tk
+			}
 		}
 	}
 	return d, nil
@@ -185,7 +196,7 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 		}
 		return nil
 	}
-	tk := d.bySource[topic]
+	tk := d.taskOf(topic, d.partitionOf(key))
 	if tk == nil {
 		if len(d.globals[topic]) > 0 {
 			if d.ab != nil {
@@ -200,6 +211,8 @@ func (d *Driver) pipe(topic string, key, value []byte, ts int64, headers []topol
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
+	r.Partition = d.partitionOf(key)
+	d.x.inputs++
 	return d.step(func() error {
 		if err := global(); err != nil {
 			return err
@@ -216,53 +229,53 @@ func (d *Driver) step(fn func() error) error {
 	if d.ab != nil {
 		return d.ab.step(fn)
 	}
-	if d.batch.hold() {
-		// The transaction stays open (CommitEvery): no flush yet.
-		err := fn()
-		if err == nil {
-			err = d.drain()
-		}
-		if err != nil {
-			d.abortAll()
-		}
-		return err
-	}
-	if err := d.run(fn); err != nil {
+	commit, err := d.run(fn)
+	if err != nil || !commit {
 		return err
 	}
 	return d.commit()
 }
 
-// run runs fn and everything it sent to internal topics, and flushes; on an
-// error every task aborts.
-func (d *Driver) run(fn func() error) error {
-	err := fn()
+// run runs fn and the internal records that may arrive, and reports
+// whether the step ends the transaction; if so it flushes, delivering what
+// the flush sent, until nothing more may arrive. On an error every task
+// aborts. Under AbortTransactions every step flushes, and the aborter
+// decides when to commit.
+func (d *Driver) run(fn func() error) (commit bool, err error) {
+	d.beginStep()
+	err = fn()
+	commit = d.ab != nil || d.commitDue()
 	for err == nil {
-		for err == nil && len(d.queue) > 0 {
-			r := d.queue[0]
-			d.queue = d.queue[1:]
-			err = d.bySource[r.Topic].Process(r)
+		for err == nil {
+			r, ok := d.dequeue()
+			if !ok {
+				break
+			}
+			err = d.taskOf(r.Topic, r.Partition).Process(r)
+		}
+		if !commit {
+			break
 		}
 		for _, t := range d.tasks {
 			if err == nil {
 				err = t.Flush()
 			}
 		}
-		if len(d.queue) == 0 {
+		if !d.deliverable() {
 			break
 		}
 	}
 	if err != nil {
 		d.abortAll()
-		return err
+		return false, err
 	}
-	return nil
+	return commit, nil
 }
 
-// abortAll aborts the open transaction: every task drops its stage, and
-// what waits on internal topics is dropped with it.
+// abortAll aborts the open step: every task drops its stage, and what the
+// step sent to internal topics is dropped with it.
 func (d *Driver) abortAll() {
-	d.queue, d.batch.steps = nil, 0
+	d.dropUncommitted()
 	for _, t := range d.tasks {
 		t.Abort()
 	}
@@ -270,6 +283,7 @@ func (d *Driver) abortAll() {
 
 // commit commits every task.
 func (d *Driver) commit() error {
+	d.x.inputs = 0
 	for _, t := range d.tasks {
 		if err := t.Commit(); err != nil {
 			return err
@@ -283,6 +297,8 @@ func (d *Driver) commit() error {
 func (d *Driver) AdvanceWallClock(dt time.Duration) error {
 	d.wall += dt.Milliseconds()
 	now := d.wall // the time to run at again after an abort
+	d.x.force = d.x.commitEvery > 0
+	defer func() { d.x.force = false }()
 	return d.step(func() error {
 		for _, t := range d.tasks {
 			if err := t.Tick(now); err != nil {

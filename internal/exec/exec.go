@@ -106,8 +106,8 @@ type Context interface {
 	// Watermark is the event-time watermark (window.NoWatermark until
 	// every input has reported): no more records at or below it are
 	// expected. While a record is processed it is the watermark the record
-	// is judged against (see HeaderRecordWatermark), which is never below
-	// the task's; in a listener, the task's.
+	// is judged against: its own input's (see HeaderRecordWatermark), which
+	// is never below the task's; in a listener, the task's.
 	Watermark() int64
 	// Children names the node's children, in the order they were added.
 	Children() []string
@@ -260,6 +260,11 @@ type Store struct {
 	// else.
 	Windowed  bool
 	Retention time.Duration
+	// TimeState marks a store sluice added to hold only the task's time
+	// state, for a sub-topology with no windowed store whose watermark
+	// must still survive a restart (it writes repartition topics in a plan
+	// that uses event time; topology.TimeStoreSuffix).
+	TimeState bool
 	// Source, for a table read from a topic, names that topic: it is the
 	// store's changelog (no second copy), restored up to the application's
 	// committed offset. SourceAccepts says which of its records the table
@@ -287,9 +292,10 @@ type StoreQuery struct {
 	Windows func(s *store.Staged, key []byte, fn func(start, end int64, value any) error) error
 }
 
-// TimeStateKey is the key, in the first windowed store of a sub-topology,
-// of the task's committed time state (watermarks and stream time). Window
-// store keys all begin with a lower-case letter, so it cannot collide.
+// TimeStateKey is the key, in the first windowed store of a sub-topology
+// (or its time store, see Store.TimeState), of the task's committed time
+// state (watermarks and stream time). Window store keys all begin with a
+// lower-case letter, so it cannot collide.
 var TimeStateKey = []byte("T")
 
 // SubTopology is a connected part of the plan: the unit of a task.
@@ -298,9 +304,11 @@ type SubTopology struct {
 	Sources []*Node // in creation order
 	Nodes   []*Node // all nodes, in creation order
 	Stores  []string
-	// TimeStore is the store holding the task's time state, "" if the
-	// sub-topology has no windowed store (its time is then not persisted:
-	// nothing it decides depends on it).
+	// TimeStore is the store holding the task's time state: the first
+	// windowed store by name, or else, where the sub-topology writes
+	// repartition topics in a plan that uses event time, a store of its
+	// own (Store.TimeState); "" otherwise (its time is then not
+	// persisted: nothing it decides depends on it).
 	TimeStore string
 }
 
@@ -309,7 +317,7 @@ type SubTopology struct {
 // repartition topics.
 func (p *Plan) UsesEventTime() bool {
 	for _, s := range p.Subs {
-		if s.TimeStore != "" {
+		if s.TimeStore != "" && !p.Stores[s.TimeStore].TimeState {
 			return true
 		}
 	}

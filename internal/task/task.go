@@ -519,12 +519,7 @@ func (t *Task) Process(r *kgo.Record) error {
 	if err != nil {
 		return t.failed(exec.Deserialization, src.node, src.node, r, err)
 	}
-	// The watermark a record is judged against (lateness) is the one of
-	// the task that read it from a user topic, carried along through
-	// repartition topics: it then depends only on that input partition's
-	// records, not on how the writers of a repartition topic interleave,
-	// so a replay from scratch judges every record the same (invariant 5).
-	t.recWM = t.clock.tracker.Watermark()
+	t.recWM = t.judgedWatermark(src.node)
 	var hs []exec.Header
 	for _, h := range r.Headers {
 		if src.node.Internal && h.Key == exec.HeaderRecordWatermark && len(h.Value) == 8 {

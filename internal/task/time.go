@@ -136,6 +136,31 @@ func (t *Task) observe(src *exec.Node, i int, ts int64) {
 	tr.Advance(i, s.Next(ts, tr.InputWatermark(i)))
 }
 
+// judgedWatermark is the watermark a record read by src from the task's
+// current input (lastInput) is judged against (lateness), before the
+// record's own header is read: for a user topic, that input's own
+// watermark; for a repartition topic, the task's, which the record's
+// sluice.wm header then raises to the watermark it was judged against
+// where it was read from its user topic.
+//
+// Either way it depends only on the records of the one input partition
+// the record came from, in that partition's order, not on how far the
+// task's other inputs were fetched (the task's own watermark, the minimum
+// over its inputs, does): so any interleaving of a task's inputs, and any
+// replay, accepts and rejects the same records (invariant 5). A record
+// late by its own input is late by every watermark the task could reach
+// later, so nothing fires before an on-time record of any input arrives.
+// The task's watermark is its floor still: it exceeds an input's own only
+// when that input was idle (the wall-clock exception), and a window it
+// already closed must not take records again.
+func (t *Task) judgedWatermark(src *exec.Node) int64 {
+	wm := t.clock.tracker.Watermark()
+	if !src.Internal && !src.Table {
+		wm = max(wm, t.clock.tracker.InputWatermark(t.lastInput))
+	}
+	return wm
+}
+
 // watermarkRecord applies a writer's announcement read from a repartition
 // topic.
 func (t *Task) watermarkRecord(r *kgo.Record, writer []byte) error {
