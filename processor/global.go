@@ -71,13 +71,22 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 	}
 	adm := kadm.NewClient(admCl)
 	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	var starts kadm.ListedOffsets
+	if err == nil {
+		starts, err = adm.ListStartOffsets(ctx, topics...)
+	}
 	admCl.Close()
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("processor: global tables: list offsets: %w", err)
 	}
 	offsets := map[string]map[int32]kgo.Offset{}
-	pending := map[string]map[int32]int64{} // partitions still short of their end
+	// pending: the partitions whose consumer has not reached their end.
+	// A partition is done when the consumer's position is at its end,
+	// not when a record at end-1 arrived: the records below the end may
+	// be gone (deleted by retention or DeleteRecords, so that log start =
+	// end; compacted away), and then none ever does.
+	pending := map[string]map[int32]int64{}
 	var lerr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
@@ -88,6 +97,10 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			offsets[o.Topic], pending[o.Topic] = map[int32]kgo.Offset{}, map[int32]int64{}
 		}
 		offsets[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		start, ok := starts.Lookup(o.Topic, o.Partition)
+		if ok && start.Err == nil && start.Offset >= o.Offset {
+			return // nothing below the end is left to read
+		}
 		if o.Offset > 0 {
 			pending[o.Topic][o.Partition] = o.Offset
 		}
@@ -128,11 +141,15 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			return nil, err
 		}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) == 0 {
+			end, ok := pending[p.Topic][p.Partition]
+			if !ok {
 				return
 			}
-			end, ok := pending[p.Topic][p.Partition]
-			if ok && p.Records[len(p.Records)-1].Offset >= end-1 {
+			pos := p.LogStartOffset
+			if n := len(p.Records); n > 0 {
+				pos = max(pos, p.Records[n-1].Offset+1)
+			}
+			if pos >= end {
 				delete(pending[p.Topic], p.Partition)
 				left--
 			}
