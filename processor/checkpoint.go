@@ -2,7 +2,9 @@ package processor
 
 import (
 	"fmt"
+	"os"
 
+	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/store"
 )
 
@@ -47,4 +49,29 @@ func resumeFrom(cp, start, end int64) resumePoint {
 		return resumePoint{from: start, wipe: true, why: fmt.Sprintf("checkpoint %d is past the log end %d", cp, end)}
 	}
 	return resumePoint{from: from}
+}
+
+// openEngine opens the Pebble engine of a store copy (standby copies and
+// global tables); tests replace it to inject faults.
+var openEngine = func(dir string) (store.Engine, error) { return store.OpenPebble(dir) }
+
+// openCopy opens the engine in dir of store name of task id for the
+// standby follower. A copy found corrupted is wiped and opened empty: the
+// follower then reads its changelog from the start, as restore does for an
+// active task (errCorrupted).
+func (a *App) openCopy(id task.ID, name, dir string) (store.Engine, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	eng, err := openEngine(dir)
+	if c, ok := asCorrupted(id, err).(errCorrupted); ok {
+		if err := a.wipeCorrupted(c); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		eng, err = openEngine(dir)
+	}
+	return eng, err
 }

@@ -52,7 +52,7 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)
 		}
-		eng, err := store.OpenPebble(dir)
+		eng, err := openEngine(dir)
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)
@@ -161,17 +161,28 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 	return g, nil
 }
 
-// apply writes a fetch's records into the global stores.
+// apply writes a fetch's records into the global stores, unless the
+// fetch failed.
 func (g *globals) apply(fs kgo.Fetches) error {
+	if err := fetchErr(fs); err != nil {
+		return err
+	}
+	return g.write(fs)
+}
+
+// fetchErr joins a fetch's errors, but for the end of a poll.
+func fetchErr(fs kgo.Fetches) error {
 	var ferr error
 	fs.EachError(func(t string, p int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			ferr = errors.Join(ferr, fmt.Errorf("processor: global table topic %s/%d: %w", t, p, err))
 		}
 	})
-	if ferr != nil {
-		return ferr
-	}
+	return ferr
+}
+
+// write writes a fetch's records into the global stores.
+func (g *globals) write(fs kgo.Fetches) error {
 	writes := map[string][]store.Write{}
 	fs.EachRecord(func(r *kgo.Record) {
 		if !r.Attrs.IsControl() {
@@ -188,8 +199,11 @@ func (g *globals) apply(fs kgo.Fetches) error {
 	return nil
 }
 
-// follow keeps the global stores current until ctx ends; errors are logged
-// and the fetch retried.
+// follow keeps the global stores current until ctx ends. A fetch whose
+// records could not all be applied is applied again, whole, until it is
+// (a global table has no checkpoint to rewind to, and writing a record
+// twice leaves the same table): polling on would skip its records, and the
+// table would miss them until their keys were written again.
 func (g *globals) follow(ctx context.Context, a *App) {
 	defer close(g.done)
 	for ctx.Err() == nil {
@@ -197,8 +211,13 @@ func (g *globals) follow(ctx context.Context, a *App) {
 		if fs.IsClientClosed() {
 			return
 		}
-		if err := g.apply(fs); err != nil && ctx.Err() == nil {
+		if err := fetchErr(fs); err != nil && ctx.Err() == nil {
+			// The client retries what can be retried; the records
+			// that did arrive are written below.
 			a.log.Warn("global tables", "err", err)
+		}
+		for err := g.write(fs); err != nil && ctx.Err() == nil; err = g.write(fs) {
+			a.log.Error("global tables: applying a fetch failed; retrying it", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
