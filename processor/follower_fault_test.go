@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -232,6 +234,108 @@ func TestGlobalFollowerRetriesAFailedApply(t *testing.T) {
 	for i, k := range keys {
 		if v, ok, _ := eng.Get(k); !ok || string(v) != fmt.Sprintf("v%d", i) {
 			t.Errorf("key %d (%d bytes): %q %v: the fetch that failed to apply was skipped", i, len(k), v, ok)
+		}
+	}
+}
+
+// TestStandbyWipesADamagedCopy: a standby copy whose files are damaged on
+// disk is wiped and followed from the start of its changelog, instead of
+// failing to open on every poll.
+func TestStandbyWipesADamagedCopy(t *testing.T) {
+	b := edgeBroker(t)
+	addrs := b.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	appID := "standby-damaged"
+	top := topology.New()
+	topology.Count(topology.GroupByKey(topology.From(top, "in", serde.String, serde.String)),
+		topology.Materialized("counts", serde.String, serde.Int64))
+	a, err := New(top, ApplicationID(appID), Brokers(addrs...), StateDir(t.TempDir()), StandbyReplicas(1), Logger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.dir = filepath.Join(a.cfg.stateDir, appID)
+	var id task.ID
+	for s := range a.statefulSubs() {
+		id = task.ID{Sub: s, Partition: 0}
+	}
+	topic := task.ChangelogTopic(appID, "counts")
+	if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
+		t.Fatal(err)
+	}
+	cl := edgeClient(t, addrs, kgo.DefaultProduceTopic(topic))
+	keys := edgeKeys(60)
+	for _, k := range keys {
+		produceEach(t, cl, &kgo.Record{Key: k, Value: []byte("v")})
+	}
+	// A copy from an earlier run, checkpoint 10, then damaged.
+	dir := filepath.Join(a.dir, id.String(), "counts")
+	old, err := store.OpenPebble(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []store.Write
+	for _, k := range keys[:11] {
+		ws = append(ws, store.Write{Key: k, Value: []byte("v")})
+	}
+	if err := old.Apply(ws, 10); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	damagePebble(t, dir)
+
+	s, err := a.startStandbys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	s.set(map[task.ID]bool{id: true})
+	want := int64(len(keys) - 1)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		s.mu.Lock()
+		var cp int64 = store.NoCheckpoint
+		if st := s.mu.tasks[id]; st != nil && !st.pending {
+			cp, _ = st.stores[0].eng.Checkpoint()
+		}
+		s.mu.Unlock()
+		if cp == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the damaged standby copy reached checkpoint %d in 30s, want %d", cp, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// damagePebble flushes the Pebble store in dir to a table and flips bytes
+// inside it, as a disk fault would.
+func damagePebble(t *testing.T, dir string) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(tables) == 0 {
+		t.Fatalf("no table in %s to damage", dir)
+	}
+	for _, path := range tables {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 64; i < 128 && i < len(b); i++ {
+			b[i] ^= 0xff
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
