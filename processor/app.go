@@ -187,14 +187,17 @@ func (a *App) Run(ctx context.Context) error {
 		if err == nil || ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return nil
 		}
-		var fatal fatalError
-		if errors.As(err, &fatal) || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return err
 		}
-		// The transaction could not end cleanly: rebuild the producer
-		// (a new epoch fences the old one) instead of retrying, and
-		// reopen the tasks from their committed state. Sessions that
+		// Fatal unless named retryable or corrupted (errclass.go): a
+		// retryable session is rebuilt (a new producer epoch fences the
+		// old one) and its tasks reopen from their committed state; a
+		// corrupted store is wiped first, and restores. Sessions that
 		// keep failing without a commit stop the instance.
+		if err := a.recoverFrom(err); err != nil {
+			return err
+		}
 		if a.stats.Commits.Load() == commits {
 			failures++
 		} else {
@@ -222,12 +225,6 @@ func (a *App) deadLetterTopic() string {
 	}
 	return a.cfg.appID + "-dlq"
 }
-
-// fatalError stops the instance instead of rebuilding the session.
-type fatalError struct{ err error }
-
-func (f fatalError) Error() string { return f.err.Error() }
-func (f fatalError) Unwrap() error { return f.err }
 
 // prepareTopics resolves partition counts and creates the internal topics
 // with the partition counts and configs they need.
@@ -1055,7 +1052,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		},
 	})
 	if err != nil {
-		return fatalError{err}
+		return openFailed(id, err)
 	}
 	start := time.Now()
 	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})

@@ -52,7 +52,7 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)
 		}
-		eng, err := store.OpenPebble(dir)
+		eng, err := openEngine(dir)
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)
@@ -71,13 +71,22 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 	}
 	adm := kadm.NewClient(admCl)
 	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	var starts kadm.ListedOffsets
+	if err == nil {
+		starts, err = adm.ListStartOffsets(ctx, topics...)
+	}
 	admCl.Close()
 	if err != nil {
 		g.close()
 		return nil, fmt.Errorf("processor: global tables: list offsets: %w", err)
 	}
 	offsets := map[string]map[int32]kgo.Offset{}
-	pending := map[string]map[int32]int64{} // partitions still short of their end
+	// pending: the partitions whose consumer has not reached their end.
+	// A partition is done when the consumer's position is at its end,
+	// not when a record at end-1 arrived: the records below the end may
+	// be gone (deleted by retention or DeleteRecords, so that log start =
+	// end; compacted away), and then none ever does.
+	pending := map[string]map[int32]int64{}
 	var lerr error
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
@@ -88,6 +97,10 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			offsets[o.Topic], pending[o.Topic] = map[int32]kgo.Offset{}, map[int32]int64{}
 		}
 		offsets[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		start, ok := starts.Lookup(o.Topic, o.Partition)
+		if ok && start.Err == nil && start.Offset >= o.Offset {
+			return // nothing below the end is left to read
+		}
 		if o.Offset > 0 {
 			pending[o.Topic][o.Partition] = o.Offset
 		}
@@ -128,11 +141,15 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			return nil, err
 		}
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if len(p.Records) == 0 {
+			end, ok := pending[p.Topic][p.Partition]
+			if !ok {
 				return
 			}
-			end, ok := pending[p.Topic][p.Partition]
-			if ok && p.Records[len(p.Records)-1].Offset >= end-1 {
+			pos := p.LogStartOffset
+			if n := len(p.Records); n > 0 {
+				pos = max(pos, p.Records[n-1].Offset+1)
+			}
+			if pos >= end {
 				delete(pending[p.Topic], p.Partition)
 				left--
 			}
@@ -144,17 +161,28 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 	return g, nil
 }
 
-// apply writes a fetch's records into the global stores.
+// apply writes a fetch's records into the global stores, unless the
+// fetch failed.
 func (g *globals) apply(fs kgo.Fetches) error {
+	if err := fetchErr(fs); err != nil {
+		return err
+	}
+	return g.write(fs)
+}
+
+// fetchErr joins a fetch's errors, but for the end of a poll.
+func fetchErr(fs kgo.Fetches) error {
 	var ferr error
 	fs.EachError(func(t string, p int32, err error) {
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			ferr = errors.Join(ferr, fmt.Errorf("processor: global table topic %s/%d: %w", t, p, err))
 		}
 	})
-	if ferr != nil {
-		return ferr
-	}
+	return ferr
+}
+
+// write writes a fetch's records into the global stores.
+func (g *globals) write(fs kgo.Fetches) error {
 	writes := map[string][]store.Write{}
 	fs.EachRecord(func(r *kgo.Record) {
 		if !r.Attrs.IsControl() {
@@ -171,8 +199,11 @@ func (g *globals) apply(fs kgo.Fetches) error {
 	return nil
 }
 
-// follow keeps the global stores current until ctx ends; errors are logged
-// and the fetch retried.
+// follow keeps the global stores current until ctx ends. A fetch whose
+// records could not all be applied is applied again, whole, until it is
+// (a global table has no checkpoint to rewind to, and writing a record
+// twice leaves the same table): polling on would skip its records, and the
+// table would miss them until their keys were written again.
 func (g *globals) follow(ctx context.Context, a *App) {
 	defer close(g.done)
 	for ctx.Err() == nil {
@@ -180,8 +211,13 @@ func (g *globals) follow(ctx context.Context, a *App) {
 		if fs.IsClientClosed() {
 			return
 		}
-		if err := g.apply(fs); err != nil && ctx.Err() == nil {
+		if err := fetchErr(fs); err != nil && ctx.Err() == nil {
+			// The client retries what can be retried; the records
+			// that did arrive are written below.
 			a.log.Warn("global tables", "err", err)
+		}
+		for err := g.write(fs); err != nil && ctx.Err() == nil; err = g.write(fs) {
+			a.log.Error("global tables: applying a fetch failed; retrying it", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):

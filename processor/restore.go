@@ -26,28 +26,25 @@ const restoreBatch = 4096
 //
 // With src set, the topic is a source topic that is the store's changelog:
 // it is replayed up to the offset the application's group committed (what
-// processing reached), keeping only the records src accepts.
+// processing reached), read with RequireStable so that a previous owner's
+// transaction still committing that offset is waited for, keeping only the
+// records src accepts.
 //
 // clientOpts completes the options of restore's consumer with the seed
 // brokers and the application's ClientOptions (config.kgoOpts).
 //
-// A checkpoint outside the log (Kafka Streams' corrupted task) is logged as
-// a warning naming the store, and the store is wiped and restored in full.
+// Where it resumes is resumeFrom's rule (checkpoint.go), shared with the
+// standby follower: a checkpoint outside the log (Kafka Streams' corrupted
+// task) is logged as a warning naming the store, and the store is wiped and
+// restored in full.
 // prog hears how far it got after every batch.
 func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) []kgo.Opt, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog, prog *restoreProgress) (restored int64, err error) {
 	log, storeName := prog.log, prog.store
 	deadline := time.Now().Add(maxWait)
 	var end, start int64
 	if src != nil {
-		committed, err := adm.FetchOffsets(ctx, src.group)
-		if err == nil {
-			err = committed.Error()
-		}
-		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-			return 0, fmt.Errorf("processor: restore from %s/%d: committed offsets: %w", topic, p, err)
-		}
-		if o, ok := committed.Lookup(topic, p); ok && o.At > 0 {
-			end = o.At
+		if end, err = stableCommitted(ctx, adm, src.group, topic, p, deadline); err != nil {
+			return 0, err
 		}
 	}
 	for src == nil {
@@ -64,7 +61,10 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("processor: restore %s/%d: a transaction stayed open for %v (last stable offset %d < high watermark %d)", topic, p, maxWait, lso, hw)
+			// Another producer's transaction, which its coordinator
+			// aborts after its timeout: a later session may find
+			// the partition settled.
+			return 0, errRetryable{fmt.Errorf("processor: restore %s/%d: a transaction stayed open for %v (last stable offset %d < high watermark %d)", topic, p, maxWait, lso, hw)}
 		}
 		select {
 		case <-ctx.Done():
@@ -79,25 +79,19 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 	if err != nil {
 		return 0, err
 	}
-	from := start
-	if cp != store.NoCheckpoint {
-		from = cp + 1
-		// A checkpoint outside the log means the changelog was truncated
-		// or recreated (`sluice reset` without wiping the local state), or
-		// for a source-topic store that the group's offsets were moved
-		// back: the local copy is not what the changelog says, so it must
-		// not be served. Kafka Streams treats this as a corrupted task;
-		// so does sluice: wipe the store and restore everything.
-		if from < start || from > end {
-			log.Warn("local store is inconsistent with its changelog (was the application reset without wiping its state?): wiping it and restoring in full",
-				"store", storeName, "changelog", topic, "partition", p,
-				"local_checkpoint", cp, "log_start", start, "log_end", end)
-			if err := eng.Wipe(); err != nil {
-				return 0, fmt.Errorf("processor: restore %s/%d: wipe inconsistent store %s: %w", topic, p, storeName, err)
-			}
-			from = start
+	rp := resumeFrom(cp, start, end)
+	if rp.wipe {
+		// The local copy is not what the log says, so it must not be
+		// served (Kafka Streams' corrupted task): wipe it and restore
+		// everything.
+		log.Warn("local store is inconsistent with its changelog (was the application reset without wiping its state?): wiping it and restoring in full",
+			"store", storeName, "changelog", topic, "partition", p, "why", rp.why,
+			"local_checkpoint", cp, "log_start", start, "log_end", end)
+		if err := eng.Wipe(); err != nil {
+			return 0, fmt.Errorf("processor: restore %s/%d: wipe inconsistent store %s: %w", topic, p, storeName, err)
 		}
 	}
+	from := rp.from
 	if from >= end {
 		return 0, nil
 	}
@@ -111,9 +105,17 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 	}
 	defer cl.Close()
 	batch := make([]store.Write, 0, restoreBatch)
-	last := from - 1
+	// The replay ends when the consumer's position reaches end, not when
+	// a record at end-1 arrives: the records just below end may be gone
+	// (compacted away, aborted and so never shown to a read_committed
+	// reader, deleted), and then none ever does. The position is past
+	// every record delivered, past a record at or beyond end (the log
+	// goes on after a gap), and at least the log start the fetch reports
+	// (a partition emptied by retention or DeleteRecords).
+	pos := from
+	last := from - 1 // the last offset applied, for the checkpoint
 	prog.update(0, end-from)
-	for last < end-1 {
+	for pos < end {
 		pctx, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
 		fs := cl.PollFetches(pctx)
 		cancel()
@@ -124,7 +126,11 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 		if ferr != nil {
 			return restored, ferr
 		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			pos = max(pos, fp.LogStartOffset)
+		})
 		for _, r := range fs.Records() {
+			pos = max(pos, r.Offset+1)
 			if r.Offset >= end {
 				break
 			}
@@ -143,7 +149,9 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 			}
 		}
 	}
-	if err := eng.Apply(batch, last); err != nil {
+	// The copy now reflects everything below end, gaps included: the next
+	// restore resumes at end.
+	if err := eng.Apply(batch, end-1); err != nil {
 		return restored, err
 	}
 	prog.update(restored, 0)
@@ -204,4 +212,41 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 		return 0, fmt.Errorf("processor: list offsets of %s/%d: %w", topic, p, o.Err)
 	}
 	return o.Offset, nil
+}
+
+// stableCommitted returns the offset group committed on topic/p (0 if
+// none), with RequireStable (KIP-447): an offset commit of a transaction
+// still open (the previous owner's, right after a hand-off) is waited for
+// until deadline rather than read as the older offset before it. Without
+// that, the records between the two offsets would be in neither the
+// restored table (it stops at the old offset) nor the new owner's input (it
+// starts at the new one).
+func stableCommitted(ctx context.Context, adm *kadm.Client, group, topic string, p int32, deadline time.Time) (int64, error) {
+	for {
+		committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if err == nil {
+			if o, ok := committed.Lookup(topic, p); ok {
+				err = o.Err
+			}
+		}
+		switch {
+		case err == nil:
+			if o, ok := committed.Lookup(topic, p); ok && o.At > 0 {
+				return o.At, nil
+			}
+			return 0, nil
+		case errors.Is(err, kerr.GroupIDNotFound):
+			return 0, nil
+		case !errors.Is(err, kerr.UnstableOffsetCommit):
+			return 0, fmt.Errorf("processor: restore from %s/%d: committed offsets: %w", topic, p, err)
+		}
+		if time.Now().After(deadline) {
+			return 0, errRetryable{fmt.Errorf("processor: restore from %s/%d: the group's offset commit stayed pending: %w", topic, p, err)}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -310,7 +310,7 @@ type standbyStore struct {
 	t     *standbyTask
 	name  string
 	topic string
-	eng   *store.Pebble
+	eng   store.Engine
 }
 
 // standbyPoll bounds how long the follower waits for records before it
@@ -416,7 +416,7 @@ func (s *standbySet) run(ctx context.Context) {
 			}
 		})
 		if err := s.apply(fs); err != nil {
-			s.a.log.Warn("standby apply", "err", err)
+			s.a.log.Warn("standby apply failed: the copy rewinds to its checkpoint", "err", err)
 		}
 	}
 }
@@ -487,10 +487,7 @@ func (s *standbySet) openLocked(st *standbyTask, starts, ends kadm.ListedOffsets
 			return fail(fmt.Errorf("no offsets for %s/%d", topic, id.Partition))
 		}
 		dir := filepath.Join(s.a.dir, id.String(), name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fail(err)
-		}
-		eng, err := store.OpenPebble(dir)
+		eng, err := s.a.openCopy(id, name, dir)
 		if err != nil {
 			return fail(err)
 		}
@@ -499,22 +496,17 @@ func (s *standbySet) openLocked(st *standbyTask, starts, ends kadm.ListedOffsets
 		if err != nil {
 			return fail(err)
 		}
-		at := kgo.NewOffset().AtStart()
-		if cp != store.NoCheckpoint {
-			// As in restore: a checkpoint outside the log means the
-			// changelog was truncated or recreated; wipe the copy.
-			if from := cp + 1; from < start.Offset || from > end.Offset {
-				s.a.log.Warn("standby copy is inconsistent with its changelog: wiping it", "task", id.String(), "store", name,
-					"local_checkpoint", cp, "log_start", start.Offset, "log_end", end.Offset)
-				if err := eng.Wipe(); err != nil {
-					return fail(err)
-				}
-				s.a.local.note(id, name, store.NoCheckpoint)
-			} else {
-				at = kgo.NewOffset().At(from)
+		// The rule restore follows too (checkpoint.go).
+		rp := resumeFrom(cp, start.Offset, end.Offset)
+		if rp.wipe {
+			s.a.log.Warn("standby copy is inconsistent with its changelog: wiping it", "task", id.String(), "store", name,
+				"why", rp.why, "local_checkpoint", cp, "log_start", start.Offset, "log_end", end.Offset)
+			if err := eng.Wipe(); err != nil {
+				return fail(err)
 			}
+			s.a.local.note(id, name, store.NoCheckpoint)
 		}
-		offsets[topic] = at
+		offsets[topic] = kgo.NewOffset().At(rp.from)
 	}
 	st.stores, st.pending = opened, false
 	st.lag = map[string]int64{}
@@ -546,14 +538,24 @@ func (s *standbySet) apply(fs kgo.Fetches) error {
 	defer s.mu.Unlock()
 	var errs []error
 	touched := map[*standbyTask]bool{}
+	// failed are the tasks a store of which could not apply a batch: the
+	// consumer is already past it, so going on would raise the
+	// checkpoint over the hole, and a task promoted from the copy would
+	// restore only past it. They are rewound: closed, and reopened at
+	// their checkpoints.
+	failed := map[*standbyTask]bool{}
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 		ss := s.mu.byTP[fp.Topic][fp.Partition]
-		if ss == nil {
+		if ss == nil || failed[ss.t] {
 			return
+		}
+		fail := func(err error) {
+			errs = append(errs, fmt.Errorf("processor: standby task %s: store %s: %w", ss.t.id, ss.name, err))
+			failed[ss.t] = true
 		}
 		cp, err := ss.eng.Checkpoint()
 		if err != nil {
-			errs = append(errs, err)
+			fail(err)
 			return
 		}
 		last := cp
@@ -570,7 +572,7 @@ func (s *standbySet) apply(fs kgo.Fetches) error {
 			}
 			if len(batch) == restoreBatch {
 				if err := ss.eng.Apply(batch, last); err != nil {
-					errs = append(errs, err)
+					fail(err)
 					return
 				}
 				batch = batch[:0]
@@ -578,7 +580,7 @@ func (s *standbySet) apply(fs kgo.Fetches) error {
 		}
 		if last != cp {
 			if err := ss.eng.Apply(batch, last); err != nil {
-				errs = append(errs, err)
+				fail(err)
 				return
 			}
 			s.a.local.note(ss.t.id, ss.name, last)
@@ -590,9 +592,22 @@ func (s *standbySet) apply(fs kgo.Fetches) error {
 		touched[ss.t] = true
 	})
 	for st := range touched {
-		s.reportLocked(st)
+		if !failed[st] {
+			s.reportLocked(st)
+		}
+	}
+	for st := range failed {
+		s.rewindLocked(st)
 	}
 	return errors.Join(errs...)
+}
+
+// rewindLocked closes a standby task's copy and queues it to open again:
+// its consumer restarts at each store's checkpoint + 1, so the batch that
+// failed is read again instead of skipped.
+func (s *standbySet) rewindLocked(st *standbyTask) {
+	s.closeLocked(st.id)
+	s.mu.tasks[st.id] = &standbyTask{id: st.id, pending: true, since: st.since, applied: st.applied}
 }
 
 // reportLocked publishes a standby task's status (/tasks, metrics).

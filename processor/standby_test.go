@@ -102,7 +102,7 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 	defer s.close()
 	s.set(map[task.ID]bool{id: true})
 	// engine returns the standby's engine once it opened.
-	engine := func() *store.Pebble {
+	engine := func() store.Engine {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if st := s.mu.tasks[id]; st != nil && !st.pending {
@@ -110,7 +110,7 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 		}
 		return nil
 	}
-	waitCheckpoint := func(want int64) *store.Pebble {
+	waitCheckpoint := func(want int64) store.Engine {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -125,7 +125,7 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	has := func(eng *store.Pebble, key string) bool {
+	has := func(eng store.Engine, key string) bool {
 		t.Helper()
 		_, ok, err := eng.Get([]byte(key))
 		if err != nil {

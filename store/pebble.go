@@ -21,11 +21,35 @@ const (
 	prefixEnd  byte = 0x02
 )
 
-// ErrCorrupted is returned by OpenPebble when the directory holds a damaged
-// database (a disk fault, or files damaged outside Pebble). Nothing in it can be
-// trusted, so the recovery is to remove the directory and restore the store
-// from its changelog.
+// ErrCorrupted is wrapped by the errors of a Pebble store whose directory
+// holds a damaged database (a disk fault, or files damaged outside Pebble),
+// always through a *CorruptedError naming the directory. Nothing in it can
+// be trusted, so the recovery is to remove the directory and restore the
+// store from its changelog (processor does).
 var ErrCorrupted = errors.New("store: corrupted")
+
+// CorruptedError is the error of an operation that found the Pebble
+// database in Dir damaged; it matches ErrCorrupted.
+type CorruptedError struct {
+	Dir string
+	Err error
+}
+
+func (e *CorruptedError) Error() string {
+	return fmt.Sprintf("store: corrupted: pebble %s: %v", e.Dir, e.Err)
+}
+func (e *CorruptedError) Unwrap() error        { return e.Err }
+func (e *CorruptedError) Is(target error) bool { return target == ErrCorrupted }
+
+// corrupted wraps err as a *CorruptedError when Pebble reports corruption.
+func corrupted(dir string, err error) error {
+	// Pebble marks corruption with cockroachdb/errors' marks, which the
+	// standard errors.Is does not see.
+	if err != nil && pebble.IsCorruptionError(err) {
+		return &CorruptedError{Dir: dir, Err: err}
+	}
+	return err
+}
 
 var (
 	checkpointKey = []byte{prefixMeta, 'c', 'h', 'e', 'c', 'k', 'p', 'o', 'i', 'n', 't'}
@@ -63,8 +87,9 @@ type Pebble struct {
 	// mu excludes Close from in-flight operations; Pebble panics on use of
 	// a closed DB. Get and Range hold it shared, so readers on other
 	// goroutines run alongside the task's Apply.
-	mu sync.RWMutex
-	db *pebble.DB // nil once closed
+	mu  sync.RWMutex
+	db  *pebble.DB // nil once closed
+	dir string
 	// checkpoint mirrors the stored one (read at open, kept in step by
 	// Apply and Wipe) so Checkpoint costs no read; atomic because Apply
 	// updates it under the shared lock.
@@ -83,19 +108,28 @@ func OpenPebble(dir string) (*Pebble, error) {
 		Cache:        c,
 		MemTableSize: pebbleMemTableSize,
 		Logger:       quietLogger{},
+		// Pebble's default reports on-disk corruption through the
+		// logger's Fatalf, which ends the process: one damaged store
+		// would stop every task of the instance. The read that found
+		// it returns an error marked pebble.ErrCorruption anyway,
+		// which corrupted turns into a *CorruptedError for the
+		// processor to wipe and restore the store.
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			quietLogger{}.Errorf("%s", info)
+		}},
 	}
 	// Bloom filters on every level: most Gets of a stateful operator ask
 	// for keys that do not exist yet (a new key, a new window), and a
 	// filter answers those without reading a block.
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(dir, opts)
-	if errors.Is(err, pebble.ErrCorruption) {
-		return nil, fmt.Errorf("%w: open pebble %s: %w", ErrCorrupted, dir, err)
-	}
 	if err != nil {
+		if err := corrupted(dir, err); err != nil && errors.Is(err, ErrCorrupted) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("store: open pebble %s: %w", dir, err)
 	}
-	p := &Pebble{db: db}
+	p := &Pebble{db: db, dir: dir}
 	cp, err := p.readCheckpoint()
 	if err != nil {
 		_ = db.Close()
@@ -111,11 +145,11 @@ func (p *Pebble) readCheckpoint() (int64, error) {
 		return NoCheckpoint, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: read checkpoint: %w", err)
+		return 0, fmt.Errorf("store: read checkpoint: %w", corrupted(p.dir, err))
 	}
 	defer closer.Close()
 	if len(v) != 8 {
-		return 0, fmt.Errorf("%w: checkpoint of %d bytes", ErrCorrupted, len(v))
+		return 0, &CorruptedError{Dir: p.dir, Err: fmt.Errorf("checkpoint of %d bytes", len(v))}
 	}
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
@@ -136,7 +170,7 @@ func (p *Pebble) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("store: get: %w", err)
+		return nil, false, fmt.Errorf("store: get: %w", corrupted(p.dir, err))
 	}
 	// make, not bytes.Clone: an empty stored value must come back non-nil,
 	// since nil means "deleted" everywhere else in this package.
@@ -171,7 +205,7 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return fmt.Errorf("store: range: %w", err)
+			return fmt.Errorf("store: range: %w", corrupted(p.dir, err))
 		}
 		if err := fn(it.Key()[1:], v); err != nil {
 			_ = it.Close()
@@ -179,7 +213,7 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 		}
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("store: range: %w", err)
+		return fmt.Errorf("store: range: %w", corrupted(p.dir, err))
 	}
 	return nil
 }
@@ -223,7 +257,7 @@ func (p *Pebble) Apply(ws []Write, checkpoint int64) error {
 		}
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("store: apply: %w", err)
+		return fmt.Errorf("store: apply: %w", corrupted(p.dir, err))
 	}
 	if checkpoint != NoCheckpoint {
 		p.checkpoint.Store(checkpoint)

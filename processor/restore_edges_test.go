@@ -1,0 +1,377 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
+	"github.com/sluice-streams/sluice/topology"
+)
+
+// edgeBroker starts a one-node kfake broker for the edge tests: they need
+// kfake itself (compaction on demand), so they ignore SLUICE_TEST_BROKERS.
+func edgeBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// edgeKeys are keys of the shapes a store must take: empty, one byte, a
+// 36-byte UUID, every length up to past 128 bytes.
+func edgeKeys(n int) [][]byte {
+	keys := [][]byte{{}, {0}, []byte("123e4567-e89b-12d3-a456-426614174000")}
+	for i := 0; len(keys) < n; i++ {
+		keys = append(keys, []byte(strings.Repeat("k", i%131)+fmt.Sprint(i)))
+	}
+	return keys[:n]
+}
+
+func edgeClient(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produceEach writes each record in a batch of its own (so that
+// compaction can remove any one of them) and returns their offsets.
+func produceEach(t *testing.T, cl *kgo.Client, rs ...*kgo.Record) []int64 {
+	t.Helper()
+	var offs []int64
+	for _, r := range rs {
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		offs = append(offs, r.Offset)
+	}
+	return offs
+}
+
+// abortedTxn writes rs in a transaction that aborts.
+func abortedTxn(t *testing.T, addrs []string, id string, rs ...*kgo.Record) {
+	t.Helper()
+	ctx := context.Background()
+	cl := edgeClient(t, addrs, kgo.TransactionalID(id))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+}
+
+func commitGroup(t *testing.T, adm *kadm.Client, group, topic string, p int32, at int64) {
+	t.Helper()
+	var os kadm.Offsets
+	os.AddOffset(topic, p, at, -1)
+	resp, err := adm.CommitOffsets(context.Background(), group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func restoreOpts(addrs []string) func(...kgo.Opt) []kgo.Opt {
+	return func(o ...kgo.Opt) []kgo.Opt { return append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, o...) }
+}
+
+// TestRestoreFromSourceWaitsForPendingOffsetCommit (defect 11): a table read
+// from its source topic restores up to the group's committed offset. Right
+// after a hand-off the previous owner's transaction, which commits the
+// group's offset, may still be open: the restore must wait for it
+// (RequireStable), or the records between the old and the new committed
+// offset never reach the table (the new owner's consumer starts at the new
+// one).
+func TestRestoreFromSourceWaitsForPendingOffsetCommit(t *testing.T) {
+	b := edgeBroker(t)
+	addrs := b.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	src, scratch, group := "src", "scratch", "app-11"
+	for _, tp := range []string{src, scratch} {
+		if err := broker.CreateTopic(ctx, addrs, tp, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := edgeKeys(10)
+	plain := edgeClient(t, addrs, kgo.DefaultProduceTopic(src))
+	for i, k := range keys {
+		produceEach(t, plain, &kgo.Record{Key: k, Value: fmt.Appendf(nil, "v%d", i)})
+	}
+	adm := kadm.NewClient(plain)
+	commitGroup(t, adm, group, src, 0, 4)
+
+	// The previous owner's transaction: it moves the group's offset to 10
+	// and is still open when the restore starts.
+	prev := edgeClient(t, addrs, kgo.TransactionalID("prev-owner"), kgo.DefaultProduceTopic(scratch))
+	if err := prev.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.ProduceSync(ctx, &kgo.Record{Value: []byte("out")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := prev.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "prev-owner", pid, epoch, group
+	if _, err := add.RequestWith(ctx, prev); err != nil {
+		t.Fatal(err)
+	}
+	toc := kmsg.NewPtrTxnOffsetCommitRequest()
+	toc.TransactionalID, toc.Group, toc.ProducerID, toc.ProducerEpoch, toc.Generation = "prev-owner", group, pid, epoch, -1
+	tt := kmsg.NewTxnOffsetCommitRequestTopic()
+	tt.Topic = src
+	td, err := adm.ListTopics(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt.TopicID = td[src].ID // v6+ names topics by id
+	tp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	tp.Partition, tp.Offset = 0, 10
+	tt.Partitions = append(tt.Partitions, tp)
+	toc.Topics = append(toc.Topics, tt)
+	resp, err := toc.RequestWith(ctx, prev)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("txn offset commit: %v %+v", err, resp)
+	}
+
+	// The transaction commits once the restore got its first answer.
+	asked := make(chan struct{})
+	var once sync.Once
+	hook := offsetFetchHook(func() { once.Do(func() { close(asked) }) })
+	radm := kadm.NewClient(edgeClient(t, addrs, kgo.WithHooks(hook)))
+	committed := make(chan error, 1)
+	go func() {
+		select {
+		case <-asked:
+		case <-ctx.Done():
+		}
+		committed <- prev.EndTransaction(ctx, kgo.TryCommit)
+	}()
+	eng := store.NewMemory()
+	n, err := restore(ctx, radm, restoreOpts(addrs), src, 0, eng, 10*time.Second,
+		&sourceChangelog{group: group, accepts: func(_, _ []byte) bool { return true }}, &restoreProgress{log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 {
+		t.Errorf("restored %d records, want 10: the previous owner's pending commit (offset 10) was not waited for", n)
+	}
+	for i, k := range keys {
+		if v, ok, _ := eng.Get(k); !ok || string(v) != fmt.Sprintf("v%d", i) {
+			t.Errorf("key of %d bytes: %q %v, want v%d", len(k), v, ok, i)
+		}
+	}
+}
+
+type offsetFetchHook func()
+
+// OnBrokerRead: the answer to an OffsetFetch arrived.
+func (h offsetFetchHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == kmsg.OffsetFetch.Int16() {
+		h()
+	}
+}
+
+// TestRestoreEndsWhereRecordsAreGone (defect 13): the restore of a table
+// read from its source topic ends at the group's committed offset even when
+// the records just below it are gone: removed by compaction (a later record
+// of the same key lies past the end), or aborted (a read_committed reader
+// never sees them, only the abort marker past the end).
+func TestRestoreEndsWhereRecordsAreGone(t *testing.T) {
+	all := func(_, _ []byte) bool { return true }
+	t.Run("compacted", func(t *testing.T) {
+		b := edgeBroker(t)
+		addrs := b.Addrs()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := broker.CreateTopic(ctx, addrs, "src", 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
+			t.Fatal(err)
+		}
+		cl := edgeClient(t, addrs, kgo.DefaultProduceTopic("src"))
+		keys := edgeKeys(10)
+		for i, k := range keys { // offsets 0..9
+			produceEach(t, cl, &kgo.Record{Key: k, Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		// Offsets 10, 11 supersede 8 and 9; 12 is the active batch.
+		produceEach(t, cl, &kgo.Record{Key: keys[8], Value: []byte("new8")}, &kgo.Record{Key: keys[9], Value: []byte("new9")},
+			&kgo.Record{Key: []byte("tail"), Value: []byte("t")})
+		b.Cluster().Compact()
+		adm := kadm.NewClient(cl)
+		commitGroup(t, adm, "g", "src", 0, 10)
+		eng := store.NewMemory()
+		n, err := restore(ctx, adm, restoreOpts(addrs), "src", 0, eng, 10*time.Second, &sourceChangelog{group: "g", accepts: all}, &restoreProgress{log: quietLog()})
+		if err != nil {
+			t.Fatalf("restore past compacted records 8, 9: %v", err)
+		}
+		if n != 8 {
+			t.Errorf("restored %d, want 8 (offsets 0..7; 8 and 9 were compacted away)", n)
+		}
+		if cp, _ := eng.Checkpoint(); cp != 9 {
+			t.Errorf("checkpoint %d, want 9 (the end - 1: the next restore resumes at the committed offset)", cp)
+		}
+		for i, k := range keys[:8] {
+			if v, ok, _ := eng.Get(k); !ok || string(v) != fmt.Sprintf("v%d", i) {
+				t.Errorf("key of %d bytes: %q %v", len(k), v, ok)
+			}
+		}
+	})
+	t.Run("aborted", func(t *testing.T) {
+		b := edgeBroker(t)
+		addrs := b.Addrs()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := broker.CreateTopic(ctx, addrs, "src", 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		cl := edgeClient(t, addrs, kgo.DefaultProduceTopic("src"))
+		keys := edgeKeys(12)
+		for i, k := range keys[:5] { // 0..4
+			produceEach(t, cl, &kgo.Record{Key: k, Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		var rs []*kgo.Record // 5..7 aborted, marker 8
+		for _, k := range keys[5:8] {
+			rs = append(rs, &kgo.Record{Topic: "src", Key: k, Value: []byte("aborted")})
+		}
+		abortedTxn(t, addrs, "aborter", rs...)
+		for i, k := range keys[8:] { // 9..12
+			produceEach(t, cl, &kgo.Record{Key: k, Value: fmt.Appendf(nil, "w%d", i)})
+		}
+		adm := kadm.NewClient(cl)
+		commitGroup(t, adm, "g", "src", 0, 7) // inside the aborted records
+		eng := store.NewMemory()
+		n, err := restore(ctx, adm, restoreOpts(addrs), "src", 0, eng, 10*time.Second, &sourceChangelog{group: "g", accepts: all}, &restoreProgress{log: quietLog()})
+		if err != nil {
+			t.Fatalf("restore up to an offset inside aborted records: %v", err)
+		}
+		if n != 5 {
+			t.Errorf("restored %d, want 5", n)
+		}
+		for _, k := range keys[5:] {
+			if _, ok, _ := eng.Get(k); ok {
+				t.Errorf("key of %d bytes restored: aborted or past the end", len(k))
+			}
+		}
+	})
+	// A changelog ending in an aborted transaction: the end is the abort
+	// marker's offset + 1.
+	t.Run("changelog with an aborted tail", func(t *testing.T) {
+		b := edgeBroker(t)
+		addrs := b.Addrs()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := broker.CreateTopic(ctx, addrs, "cl", 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
+			t.Fatal(err)
+		}
+		cl := edgeClient(t, addrs, kgo.DefaultProduceTopic("cl"))
+		keys := edgeKeys(8)
+		for i, k := range keys[:5] {
+			produceEach(t, cl, &kgo.Record{Key: k, Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		var rs []*kgo.Record
+		for _, k := range keys[5:] {
+			rs = append(rs, &kgo.Record{Topic: "cl", Key: k, Value: []byte("aborted")})
+		}
+		abortedTxn(t, addrs, "aborter", rs...)
+		eng := store.NewMemory()
+		n, err := restore(ctx, kadm.NewClient(cl), restoreOpts(addrs), "cl", 0, eng, 10*time.Second, nil, &restoreProgress{log: quietLog()})
+		if err != nil || n != 5 {
+			t.Fatalf("restore: %d records, %v; want 5", n, err)
+		}
+	})
+}
+
+// TestGlobalBootstrapEndsOnEmptiedPartition (defect 13): a global table's
+// bootstrap ends on partitions whose records are gone: emptied by
+// DeleteRecords (log start = end, no record will ever come), or ending in an
+// aborted transaction.
+func TestGlobalBootstrapEndsOnEmptiedPartition(t *testing.T) {
+	b := edgeBroker(t)
+	addrs := b.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	users, clicks, out := "users", "clicks", "out"
+	for _, tp := range []string{users, clicks, out} {
+		if err := broker.CreateTopic(ctx, addrs, tp, 3, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := edgeClient(t, addrs, kgo.DefaultProduceTopic(users))
+	keys := edgeKeys(15)
+	// Partition 0: five records, all deleted.
+	for i, k := range keys[:5] {
+		produceEach(t, cl, &kgo.Record{Partition: 0, Key: k, Value: fmt.Appendf(nil, "gone%d", i)})
+	}
+	var del kadm.Offsets
+	del.AddOffset(users, 0, 5, -1)
+	if resp, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil || resp.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, resp)
+	}
+	// Partition 1: committed records, then an aborted transaction.
+	for i, k := range keys[5:10] {
+		produceEach(t, cl, &kgo.Record{Partition: 1, Key: k, Value: fmt.Appendf(nil, "v%d", 5+i)})
+	}
+	var rs []*kgo.Record
+	for _, k := range keys[10:] {
+		rs = append(rs, &kgo.Record{Topic: users, Partition: 1, Key: k, Value: []byte("aborted")})
+	}
+	abortedTxn(t, addrs, "aborter", rs...)
+	// Partition 2: empty.
+
+	tp := topology.New()
+	g := topology.GlobalTableFrom(tp, users, topology.Materialized("users", serde.Bytes, serde.String))
+	j := topology.LeftJoinGlobal(topology.From(tp, clicks, serde.Bytes, serde.Bytes), g,
+		func(k, _ []byte) []byte { return k },
+		func(_, _ []byte, v string, _ bool) string { return v })
+	topology.To(j, out, serde.Bytes, serde.String)
+	a, err := New(tp, ApplicationID("global-13"), Brokers(addrs...), StateDir(t.TempDir()), Logger(quietLog()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.dir = t.TempDir()
+	bctx, bcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer bcancel()
+	gs, err := a.startGlobals(bctx)
+	if err != nil {
+		t.Fatalf("global bootstrap: %v", err)
+	}
+	defer gs.close()
+	eng := gs.engines["users"]
+	for i, k := range keys {
+		v, ok, err := eng.Get(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i >= 5 && i < 10; ok != want || ok && string(v) != fmt.Sprintf("v%d", i) {
+			t.Errorf("key %d (%d bytes): %q %v, want present %v", i, len(k), v, ok, want)
+		}
+	}
+}
