@@ -901,6 +901,17 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 	if failed != nil && commit {
 		commit, cause = false, AbortProduce
 	}
+	if commit {
+		// Invariant 3: a commit with records but no input offset is
+		// fenced too (fence.go).
+		fctx, ferr := in.fence(ctx)
+		if ferr != nil {
+			in.a.log.Warn("aborting a transaction that cannot be fenced", "err", ferr)
+			commit, cause = false, AbortCommit
+		} else {
+			ctx = fctx
+		}
+	}
 	committed, err := in.sess.End(ctx, commit)
 	in.prodMu.Lock()
 	if err == nil && in.prodErr != nil && committed {
