@@ -438,7 +438,9 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 
 // event is a partition change reported by the group, handled by the loop.
 type event struct {
-	assigned bool // else revoked or lost
+	assigned bool  // else revoked or lost
+	lost     bool  // lost, not revoked: the coordinator expired the member
+	gen      int32 // the generation of an assignment
 	parts    map[string][]int32
 	// standby, when set, is the member's standby tasks from its new
 	// assignment (reported before the partitions are assigned).
@@ -454,8 +456,10 @@ type instance struct {
 	sess  txn.Session
 	adm   *kadm.Client
 	tasks map[task.ID]*task.Task
-	// closing marks tasks revoked in the open transaction.
-	closing map[task.ID]bool
+	// own decides which tasks open, stay and close as partitions move
+	// (ownership.go); its closing tasks close after the open
+	// transaction ends.
+	own ownership
 
 	evMu   sync.Mutex
 	events []event
@@ -482,7 +486,7 @@ type instance struct {
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
-	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, closing: map[task.ID]bool{}, pollMax: firstPoll}
+	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, own: newOwnership(), pollMax: firstPoll}
 	in.onProduced = in.produced
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
@@ -502,11 +506,14 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
 		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner()}),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-			in.enqueue(event{assigned: true, parts: m})
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			// The generation the assignment belongs to: franz-go
+			// stores it from the join before the sync that assigns.
+			_, gen := cl.GroupMetadata()
+			in.enqueue(event{assigned: true, gen: gen, parts: m})
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{parts: m}) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{parts: m}) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{lost: true, parts: m}) }),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.ProducerLinger(0),
 		kgo.MaxBufferedRecords(1<<20),
@@ -672,7 +679,7 @@ func (in *instance) loop(ctx context.Context) error {
 				return
 			}
 			id := task.ID{Sub: sub, Partition: fp.Partition}
-			if t := in.tasks[id]; t == nil || in.closing[id] {
+			if t := in.tasks[id]; t == nil || in.own.isClosing(id) {
 				// Polled just before a revocation: leave them to the
 				// next owner, and abort so that their offsets are
 				// not committed.
@@ -712,11 +719,13 @@ func (in *instance) loop(ctx context.Context) error {
 				return fatalError{err}
 			}
 		}
-		if mustAbort || len(in.closing) > 0 || time.Since(in.txnStart) >= interval {
+		if mustAbort || len(in.own.closing) > 0 || time.Since(in.txnStart) >= interval {
 			if _, err := in.end(!mustAbort, AbortRebalance); err != nil {
 				return err
 			}
-			in.closeRevoked()
+			if err := in.closeRevoked(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -870,7 +879,7 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 	if flushErr != nil {
 		commit, cause = false, AbortFlush
 	}
-	if commit && cause != AbortShutdown && len(in.closing) == 0 && !in.sent.Load() && in.uncommitted == 0 && in.clean() {
+	if commit && cause != AbortShutdown && len(in.own.closing) == 0 && !in.sent.Load() && in.uncommitted == 0 && in.clean() {
 		// Nothing polled, produced or staged: there is nothing to
 		// commit, so the transaction stays open for the next period.
 		// Ending it empty would also cost the next commit up to 500ms:
@@ -888,6 +897,17 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 	in.prodMu.Unlock()
 	if failed != nil && commit {
 		commit, cause = false, AbortProduce
+	}
+	if commit {
+		// Invariant 3: a commit with records but no input offset is
+		// fenced too (fence.go).
+		fctx, ferr := in.fence(ctx)
+		if ferr != nil {
+			in.a.log.Warn("aborting a transaction that cannot be fenced", "err", ferr)
+			commit, cause = false, AbortCommit
+		} else {
+			ctx = fctx
+		}
 	}
 	committed, err := in.sess.End(ctx, commit)
 	in.prodMu.Lock()
@@ -936,10 +956,12 @@ func (in *instance) end(commit bool, cause string) (bool, error) {
 	return committed, nil
 }
 
-// handleEvents applies partition changes. New tasks open and restore at
-// once; revoked tasks are marked closing and close after the transaction
-// ends (it aborts: the session saw the rebalance). mustAbort reports a
-// revocation.
+// handleEvents applies partition changes, as ownership decides: new tasks
+// open and restore at once; revoked and lost tasks are marked closing and
+// close after the transaction ends (it aborts: the session saw the
+// rebalance), and those assigned again whose partition another member may
+// have owned meanwhile open again after that, restoring what it wrote.
+// mustAbort reports a revocation.
 func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 	evs := in.takeEvents()
 	if len(evs) == 0 {
@@ -953,8 +975,12 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 		}
 		if e.assigned {
 			in.a.stats.Rebalances.Add(1)
-			_, gen := in.sess.Client().GroupMetadata()
-			in.a.log.Info("partitions assigned", "generation", gen, "standby", len(in.wantStandby))
+			in.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(in.wantStandby))
+		}
+		if !e.assigned {
+			// Polled records of the partitions may be in the open
+			// transaction: it must not commit their offsets.
+			mustAbort = mustAbort || len(e.parts) > 0
 		}
 		for topic, ps := range e.parts {
 			sub, ok := in.a.subOf[topic]
@@ -963,14 +989,14 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 			}
 			for _, p := range ps {
 				id := task.ID{Sub: sub, Partition: p}
-				if !e.assigned {
-					mustAbort = true
-					if in.tasks[id] != nil {
-						in.closing[id] = true
-					}
+				switch {
+				case e.lost:
+					in.own.lose(id)
+					continue
+				case !e.assigned:
+					in.own.revoke(id)
 					continue
 				}
-				delete(in.closing, id)
 				if p >= in.a.partitions[sub] && !in.a.growable(sub) {
 					// The input grew while running (the group's
 					// leader saw it): stop before a key meets a
@@ -979,10 +1005,17 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 						"restore the partition count, or reset the application (sluice reset) to rebuild its state at the new count",
 						ErrRepartitioned, topic, p, sub, in.a.partitions[sub])}
 				}
-				if in.tasks[id] == nil {
-					if err := in.openTask(ctx, id); err != nil {
-						return mustAbort, err
+				if !in.own.assign(id, e.gen) {
+					if in.own.isClosing(id) {
+						// To be reopened: whatever this
+						// transaction did with it must not
+						// commit.
+						mustAbort = true
 					}
+					continue
+				}
+				if err := in.openTask(ctx, id, e.gen); err != nil {
+					return mustAbort, err
 				}
 			}
 		}
@@ -1010,30 +1043,46 @@ func (in *instance) clean() bool {
 	return true
 }
 
-// closeRevoked closes the tasks whose partitions were revoked, after the
-// transaction they took part in ended.
+// closeRevoked closes the tasks whose partitions were revoked or lost,
+// after the transaction they took part in ended, and opens again those of
+// them that were assigned again but may have changed elsewhere meanwhile
+// (ownership): they restore the tail another member wrote.
 //
 // Work at revoke time is bounded: the revoked tasks' transaction was
 // already aborted by the caller (no flush past its end), and closing a
 // task closes its operators and engines (Pebble's Close does not flush the
-// memtable: the WAL holds every applied batch). Nothing restores here; a
-// task that becomes a standby here only registers, and its engines open on
-// the follower's goroutine.
-func (in *instance) closeRevoked() {
-	closed := len(in.closing) > 0
-	for id := range in.closing {
+// memtable: the WAL holds every applied batch). Nothing restores here but
+// the reopened tasks; a task that becomes a standby here only registers,
+// and its engines open on the follower's goroutine.
+func (in *instance) closeRevoked(ctx context.Context) error {
+	closing, reopen := in.own.closed()
+	for _, id := range closing {
 		if t := in.tasks[id]; t != nil {
 			in.closeTasks([]*task.Task{t})
 		}
-		delete(in.closing, id)
 	}
 	in.a.stats.Tasks.Store(int64(len(in.tasks)))
-	if closed {
+	if len(closing) > 0 {
 		in.syncStandbys()
 	}
+	for _, id := range slices.SortedFunc(maps.Keys(reopen), cmpTaskID) {
+		in.a.log.Info("task reopens: another instance may have owned its partitions meanwhile", "task", id.String())
+		if err := in.openTask(ctx, id, reopen[id]); err != nil {
+			return err
+		}
+	}
+	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	return nil
 }
 
-func (in *instance) openTask(ctx context.Context, id task.ID) error {
+func cmpTaskID(a, b task.ID) int {
+	if a.Sub != b.Sub {
+		return a.Sub - b.Sub
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
 	// A standby copy of the task closes first: its directories are the
 	// task's, and the restore below replays only the tail past its
 	// checkpoint.
@@ -1093,6 +1142,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID) error {
 		return fatalError{err}
 	}
 	in.tasks[id] = t
+	in.own.opened(id, gen)
 	opened = true
 	in.a.local.setActive(id, in.a.standbyEngines(t))
 	in.a.queries.restored(id)
@@ -1117,6 +1167,7 @@ func (in *instance) closeTasks(ts []*task.Task) {
 			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
 		}
 		delete(in.tasks, t.ID())
+		in.own.forget(t.ID())
 		in.a.status.remove(t.ID())
 		in.a.log.Info("task closed", "task", t.ID().String())
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Session polls a consumer group and commits what was polled together with
@@ -64,7 +65,18 @@ func (e *eos) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Reco
 	e.s.Produce(ctx, r, promise)
 }
 
+// End fences every commit by the group generation (fence.go): the
+// TxnOffsetCommit carries the offsets of every partition the member holds,
+// not only of those polled since the last commit.
 func (e *eos) End(ctx context.Context, commit bool) (bool, error) {
+	if commit {
+		if fence := fenceOffsets(ctx, e.s.Client()); len(fence) > 0 {
+			ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+				addFence(req, fence)
+				return nil
+			})
+		}
+	}
 	return e.s.End(ctx, kgo.TransactionEndTry(commit))
 }
 func (e *eos) Client() *kgo.Client { return e.s.Client() }
