@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/topologytest"
 )
@@ -43,6 +44,10 @@ func (c *checker) Process(r topology.Record[string, int64]) error {
 		return errors.New("unlucky")
 	case 666:
 		panic("the devil")
+	case 99:
+		// What a store read returns when its local copy is damaged
+		// (processor/corrupt_test.go damages a real Pebble store).
+		return fmt.Errorf("read counts: %w", &store.CorruptedError{Dir: "counts", Err: errors.New("checksum mismatch")})
 	}
 	v := fmt.Sprint(r.Value)
 	if r.Value == 7 {
@@ -52,6 +57,38 @@ func (c *checker) Process(r topology.Record[string, int64]) error {
 }
 
 func (c *checker) Close() error { return nil }
+
+// TestCorruptedStoreIgnoresThePolicy: a damaged store is not the record's
+// fault, so no policy may drop or dead-letter the record: the task stops
+// with the store's error, for the instance to wipe and restore the store
+// and process the record again.
+func TestCorruptedStoreIgnoresThePolicy(t *testing.T) {
+	for _, action := range []topology.Action{topology.Fail, topology.Continue, topology.DeadLetterIt} {
+		t.Run(action.String(), func(t *testing.T) {
+			tp, st := errorTopology()
+			d, err := topologytest.New(tp, topologytest.ApplicationID("app"), topologytest.OnError(topology.Processing, topology.Always(action)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			in := topologytest.NewInputTopic(d, "in", serde.String, serde.Int64Text)
+			dlq := topologytest.NewOutputTopic(d, "app-dlq", serde.Bytes, serde.Bytes)
+			kv, _ := topologytest.KeyValueStore(d, st)
+			if err := in.Pipe("k", 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Pipe("k", 99, 2); !errors.Is(err, store.ErrCorrupted) {
+				t.Fatalf("Pipe of a record whose store is damaged returned %v under %v, want store.ErrCorrupted", err, action)
+			}
+			if dead, _ := dlq.ReadRecords(); len(dead) != 0 {
+				t.Errorf("dead letters under %v: %+v", action, dead)
+			}
+			if n, _, _ := kv.Get("k"); n != 1 {
+				t.Errorf("store count %d, want 1 (the failed record's write rolled back)", n)
+			}
+		})
+	}
+}
 
 func TestEveryErrorClassUnderEveryPolicy(t *testing.T) {
 	type bad struct {

@@ -584,8 +584,15 @@ func (t *Task) run(src *nodeInst, fn func() error) (err error) {
 	return fn()
 }
 
-// failed applies the error handler to a record that failed in node.
+// failed applies the error handler to a record that failed in node. A
+// store whose local copy is damaged is not the record's fault: it stops the
+// task whatever the handler says, so that the instance wipes and restores
+// the store and processes the record again, instead of dropping or
+// dead-lettering a good record (invariant 6).
 func (t *Task) failed(class exec.ErrorClass, node, src *exec.Node, r *kgo.Record, cause error) error {
+	if errors.Is(cause, store.ErrCorrupted) {
+		return fmt.Errorf("processor: task %s: %s in %s at %s/%d@%d: %w", t.id, class, node.Name, r.Topic, r.Partition, r.Offset, cause)
+	}
 	ec := exec.ErrorContext{
 		Class: class, Node: node.Name, Topic: r.Topic, Partition: r.Partition,
 		Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Err: cause,

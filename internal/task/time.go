@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
 
@@ -241,7 +242,8 @@ func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 	if c := t.cur; c.ok {
 		ec.Topic, ec.Partition, ec.Offset = c.topic, c.partition, c.offset
 	}
-	if t.decide(node, ec, false) == exec.Fail {
+	// A damaged store stops the task whatever the handler says (see failed).
+	if errors.Is(err, store.ErrCorrupted) || t.decide(node, ec, false) == exec.Fail {
 		if !t.firing {
 			return fmt.Errorf("processor: task %s: %s error in %s forwarding held updates at the flush: %w", t.id, class, node.Name, err)
 		}
