@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,19 +58,34 @@ func NewSession(g Guarantee, transactionalID string, opts ...kgo.Opt) (Session, 
 	return nil, errors.New("txn: unknown guarantee")
 }
 
-type eos struct{ s *kgo.GroupTransactSession }
+type eos struct {
+	s *kgo.GroupTransactSession
+	// produced: a record was produced in the open transaction, so its
+	// commit must be fenced (fence.go); the session's goroutines share it.
+	produced atomic.Bool
+}
 
 func (e *eos) PollRecords(ctx context.Context, max int) kgo.Fetches { return e.s.PollRecords(ctx, max) }
-func (e *eos) Begin() error                                         { return e.s.Begin() }
+func (e *eos) Begin() error {
+	e.produced.Store(false)
+	return e.s.Begin()
+}
 func (e *eos) Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	if !e.produced.Load() {
+		e.produced.Store(true)
+	}
 	e.s.Produce(ctx, r, promise)
 }
 
-// End fences every commit by the group generation (fence.go): the
-// TxnOffsetCommit carries the offsets of every partition the member holds,
-// not only of those polled since the last commit.
+// End fences every commit that carries records by the group generation
+// (fence.go): the TxnOffsetCommit carries the offsets of every partition
+// the member holds, not only of those polled since the last commit. A
+// transaction without records commits at most the offsets it polled,
+// which franz-go's own TxnOffsetCommit fences; with none polled either it
+// is empty and needs no request at all (an idle instance that stops does
+// not need the cluster).
 func (e *eos) End(ctx context.Context, commit bool) (bool, error) {
-	if commit {
+	if commit && e.produced.Load() {
 		if fence := fenceOffsets(ctx, e.s.Client()); len(fence) > 0 {
 			ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 				addFence(req, fence)
