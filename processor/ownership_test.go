@@ -215,7 +215,7 @@ func eachOwnSequence(n int, fn func([]ownEv)) {
 		}
 		for _, e := range nextOwnEvents(assigned, gen) {
 			a, g := afterOwnEvent(assigned, gen, e)
-			walk(append(seq, e), a, g)
+			walk(append(slices.Clip(seq), e), a, g)
 		}
 	}
 	walk(nil, nil, 0)

@@ -17,8 +17,9 @@ import (
 // task's watermark has closed every window, for records that each carry
 // the watermark of one of several upstream writers while the task's
 // watermark is their minimum. Lateness is judged against the carried
-// watermark (or the task's, if ahead); windows close, and sessions stop
-// merging, when the task's watermark reaches their close time.
+// watermark (or the task's, if ahead); windows close when the task's
+// watermark reaches their close time, and a session stops taking part in
+// merges once the watermark a record is judged by reaches it.
 //
 // What is downstream at the end depends on the trigger family:
 //
@@ -93,7 +94,10 @@ func (o *triggerOracle) record(key string, ts, carried int64) {
 	var rest []*oracleWindow
 	var absorbed []*oracleWindow
 	for _, s := range o.live[key] {
-		if s.first-o.gap <= ts && ts <= s.last+o.gap {
+		// A session closed for this record (by the watermark it is
+		// judged by) takes no part in its merge, whether or not the
+		// task's own watermark removed it yet (invariant 5).
+		if s.first-o.gap <= ts && ts <= s.last+o.gap && s.last+o.gap+o.lateness > wm {
 			absorbed = append(absorbed, s)
 			merged.first, merged.last = min(merged.first, s.first), max(merged.last, s.last)
 		} else {
