@@ -382,18 +382,6 @@ func mapPrefix(kb []byte) []byte {
 	return append(binary.AppendUvarint([]byte{kindMap}, uint64(len(kb))), kb...)
 }
 
-// rangeEnd is the first key after every key that begins with p; nil if
-// there is none (p is all 0xff).
-func rangeEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i]++; end[i] != 0 {
-			return end[:i+1]
-		}
-	}
-	return nil
-}
-
 // ---- value state ----------------------------------------------------------
 
 // ValueSpec declares a value state: one value per key. Pass it to Process
@@ -946,7 +934,7 @@ func (m *KeyedMap[K, UK, UV]) each(p []byte, fn func(key []byte, e entry) error)
 	}
 	m.c.ranging++
 	defer func() { m.c.ranging-- }()
-	return m.c.s.Range(p, rangeEnd(p), func(key, b []byte) error {
+	return m.c.s.Range(p, prefixEnd(p), func(key, b []byte) error {
 		e, err := parseEntry(b)
 		if err != nil {
 			return m.c.errorf("%w", err)
@@ -968,7 +956,7 @@ func (m *KeyedMap[K, UK, UV]) Clear(k K) error {
 	// Only the keys are collected: an entry that does not parse is
 	// cleared all the same.
 	m.c.ranging++
-	err = m.c.s.Range(p, rangeEnd(p), func(key, _ []byte) error {
+	err = m.c.s.Range(p, prefixEnd(p), func(key, _ []byte) error {
 		keys = append(keys, append([]byte(nil), key...))
 		return nil
 	})

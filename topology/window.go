@@ -423,16 +423,6 @@ func dataFromIndex(ik []byte) []byte {
 	return append([]byte{prefixData}, ik[9:]...)
 }
 
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i]++; end[i] != 0 {
-			return end[:i+1]
-		}
-	}
-	return nil
-}
-
 // windowProc is a windowed aggregation in one task: it keeps each window's
 // aggregate, record count and trigger timers in the window store, asks the
 // trigger what to do on each record and timer, and removes windows as the
