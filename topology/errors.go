@@ -29,6 +29,18 @@ const (
 	DeadLetterIt = exec.DeadLetter
 )
 
+// Causes of failures that sluice itself finds, for handlers and callers to
+// match with errors.Is on ErrorContext.Err or on the error Run returns.
+var (
+	// ErrInvalidTimestamp: a record's timestamp (the record's own, or
+	// TimestampFrom's) is negative or past the year 9999; a
+	// Deserialization error of its source.
+	ErrInvalidTimestamp = exec.ErrInvalidTimestamp
+	// ErrRecordTooLarge: an output record is over the maximum record size
+	// (processor.MaxRecordBytes); a Production error of its sink.
+	ErrRecordTooLarge = exec.ErrRecordTooLarge
+)
+
 // ErrorContext describes a failed record: its class, the node where it
 // failed, its input coordinates and the error. It never holds the payload, so
 // handlers that log it do not leak data.

@@ -3,6 +3,7 @@ package topologytest_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluice-streams/sluice/serde"
@@ -194,5 +195,39 @@ func TestDeserializationDefaultsToDeadLetterAndNodesOverride(t *testing.T) {
 	}
 	if rs, _ := topologytest.NewOutputTopic(d, "out", serde.String, serde.Int64Text).ReadRecords(); len(rs) != 1 || rs[0].Value != 25 {
 		t.Errorf("outputs %+v", rs)
+	}
+}
+
+// TestCausesAreReachable: the causes sluice finds itself are exported by
+// topology, so a handler (or the caller of Run) can tell them apart with
+// errors.Is.
+func TestCausesAreReachable(t *testing.T) {
+	var seen []topology.ErrorContext
+	record := func(ec topology.ErrorContext) topology.Action {
+		seen = append(seen, ec)
+		return topology.Continue
+	}
+	tp, _ := errorTopology()
+	d, err := topologytest.New(tp, topologytest.MaxRecordBytes(64),
+		topologytest.OnError(topology.Deserialization, record), topologytest.OnError(topology.Production, record))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := topologytest.NewInputTopic(d, "in", serde.String, serde.Int64Text)
+	if err := in.Pipe("k", 1, -1); err != nil { // a negative timestamp
+		t.Fatal(err)
+	}
+	if err := in.Pipe(strings.Repeat("k", 100), 1, 1); err != nil { // its output is over 64 bytes
+		t.Fatal(err)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("handled %d failures, want 2: %+v", len(seen), seen)
+	}
+	if seen[0].Class != topology.Deserialization || !errors.Is(seen[0].Err, topology.ErrInvalidTimestamp) {
+		t.Errorf("negative timestamp: %s %v, want a deserialization error matching topology.ErrInvalidTimestamp", seen[0].Class, seen[0].Err)
+	}
+	if seen[1].Class != topology.Production || !errors.Is(seen[1].Err, topology.ErrRecordTooLarge) {
+		t.Errorf("oversized output: %s %v, want a production error matching topology.ErrRecordTooLarge", seen[1].Class, seen[1].Err)
 	}
 }

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -371,6 +372,14 @@ const (
 	// of the task that read it from a user topic. Readers take it off.
 	HeaderRecordWatermark = "sluice.wm"
 )
+
+// ErrInvalidTimestamp is the cause of a deserialization error for a record
+// whose timestamp is negative or past the year 9999.
+var ErrInvalidTimestamp = errors.New("processor: invalid record timestamp")
+
+// ErrRecordTooLarge is the cause of a production error for an output record
+// over the maximum record size (processor.MaxRecordBytes).
+var ErrRecordTooLarge = errors.New("processor: record too large")
 
 // ErrorClass says where a record failed.
 type ErrorClass string

@@ -257,13 +257,12 @@ const DefaultMaxRecordBytes = 1048588
 // answer on every replay (invariant 5).
 const MaxTimestamp = 253402300799999
 
-// ErrInvalidTimestamp is the cause of a deserialization error for a record
-// whose timestamp is negative or past MaxTimestamp.
-var ErrInvalidTimestamp = errors.New("processor: invalid record timestamp")
-
-// ErrRecordTooLarge is the cause of a production error for an output record
-// over Config.MaxRecordBytes.
-var ErrRecordTooLarge = errors.New("processor: record too large")
+// ErrInvalidTimestamp and ErrRecordTooLarge are exec's, which topology
+// hands to users.
+var (
+	ErrInvalidTimestamp = exec.ErrInvalidTimestamp
+	ErrRecordTooLarge   = exec.ErrRecordTooLarge
+)
 
 // DefaultAction is the action for an error class when nobody configured one.
 func DefaultAction(c exec.ErrorClass) exec.Action {
