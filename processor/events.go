@@ -1,0 +1,220 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/task"
+)
+
+// Rebalance events: partitions assigned, revoked and lost, and the tasks
+// they open (restoring their stores) and close.
+
+// handleEvents applies partition changes, as ownership decides: new tasks
+// open and restore at once; revoked and lost tasks are marked closing and
+// close after the transaction ends (it aborts: the session saw the
+// rebalance), and those assigned again whose partition another member may
+// have owned meanwhile open again after that, restoring what it wrote.
+// mustAbort reports a revocation.
+func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error) {
+	evs := in.takeEvents()
+	if len(evs) == 0 {
+		return false, nil
+	}
+	for _, e := range evs {
+		if e.standby != nil {
+			in.wantStandby = e.standby
+			in.syncStandbys()
+			continue
+		}
+		if e.assigned {
+			in.a.stats.Rebalances.Add(1)
+			in.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(in.wantStandby))
+		}
+		if !e.assigned {
+			// Polled records of the partitions may be in the open
+			// transaction: it must not commit their offsets.
+			mustAbort = mustAbort || len(e.parts) > 0
+		}
+		for topic, ps := range e.parts {
+			sub, ok := in.a.subOf[topic]
+			if !ok {
+				continue
+			}
+			for _, p := range ps {
+				id := task.ID{Sub: sub, Partition: p}
+				switch {
+				case e.lost:
+					in.own.lose(id)
+					continue
+				case !e.assigned:
+					in.own.revoke(id)
+					continue
+				}
+				if p >= in.a.partitions[sub] && !in.a.growable(sub) {
+					// The input grew while running (the group's
+					// leader saw it): stop before a key meets a
+					// task without its state.
+					return mustAbort, fatalError{fmt.Errorf("%w: %s now has partition %d, but sub-topology %d keeps state or repartitions and has %d partitions; "+
+						"restore the partition count, or reset the application (sluice reset) to rebuild its state at the new count",
+						ErrRepartitioned, topic, p, sub, in.a.partitions[sub])}
+				}
+				if !in.own.assign(id, e.gen) {
+					if in.own.isClosing(id) {
+						// To be reopened: whatever this
+						// transaction did with it must not
+						// commit.
+						mustAbort = true
+					}
+					continue
+				}
+				if err := in.openTask(ctx, id, e.gen); err != nil {
+					return mustAbort, err
+				}
+			}
+		}
+		if e.assigned {
+			// In the group once its assignment's tasks are open: the
+			// generation is known from the join, before the assignment
+			// arrives (franz-go calls OnPartitionsAssigned for every
+			// generation, an empty assignment included).
+			in.a.status.setJoined(true)
+		}
+	}
+	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	return mustAbort, nil
+}
+
+// closeRevoked closes the tasks whose partitions were revoked or lost,
+// after the transaction they took part in ended, and opens again those of
+// them that were assigned again but may have changed elsewhere meanwhile
+// (ownership): they restore the tail another member wrote.
+//
+// Work at revoke time is bounded: the revoked tasks' transaction was
+// already aborted by the caller (no flush past its end), and closing a
+// task closes its operators and engines (Pebble's Close does not flush the
+// memtable: the WAL holds every applied batch). Nothing restores here but
+// the reopened tasks; a task that becomes a standby here only registers,
+// and its engines open on the follower's goroutine.
+func (in *instance) closeRevoked(ctx context.Context) error {
+	closing, reopen := in.own.closed()
+	for _, id := range closing {
+		if t := in.tasks[id]; t != nil {
+			in.closeTasks([]*task.Task{t})
+		}
+	}
+	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	if len(closing) > 0 {
+		in.syncStandbys()
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(reopen), cmpTaskID) {
+		in.a.log.Info("task reopens: another instance may have owned its partitions meanwhile", "task", id.String())
+		if err := in.openTask(ctx, id, reopen[id]); err != nil {
+			return err
+		}
+	}
+	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	return nil
+}
+
+func cmpTaskID(a, b task.ID) int {
+	if a.Sub != b.Sub {
+		return a.Sub - b.Sub
+	}
+	return int(a.Partition) - int(b.Partition)
+}
+
+func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
+	// A standby copy of the task closes first: its directories are the
+	// task's, and the restore below replays only the tail past its
+	// checkpoint.
+	in.standby.release(id)
+	sub := in.a.plan.Subs[id.Sub]
+	t, err := task.New(id, sub, in.a.plan, task.Config{
+		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
+		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
+		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout, FoldUpdates: in.a.cfg.foldUpdates,
+		OnLate:  func() { in.a.stats.Late.Add(1) },
+		Globals: in.a.globals,
+		OnAction: func(ec exec.ErrorContext, act exec.Action) {
+			in.a.stats.addFailure(FailureKey{ec.Class, act})
+			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
+				"topic", ec.Topic, "partition", ec.Partition, "offset", ec.Offset, "err", ec.Err)
+		},
+	})
+	if err != nil {
+		return openFailed(id, err)
+	}
+	start := time.Now()
+	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})
+	// Queries see the task from now on: 503 while it restores, or its
+	// engines as they are if the caller accepts stale reads.
+	in.a.queries.opened(t)
+	opened := false
+	defer func() {
+		if !opened {
+			in.a.queries.closed(id)
+		}
+	}()
+	var total int64
+	for _, name := range t.Stores() {
+		topic, src := task.ChangelogTopic(in.a.cfg.appID, name), (*sourceChangelog)(nil)
+		if spec := in.a.plan.Stores[name]; spec.Source != "" {
+			topic, src = spec.Source, &sourceChangelog{group: in.a.cfg.appID, accepts: spec.SourceAccepts}
+		}
+		prog := &restoreProgress{task: id.String(), store: name, log: in.a.log, report: func(restored, remaining int64) {
+			in.a.status.restoring(id, total+restored, remaining)
+		}}
+		n, err := restore(ctx, in.adm, in.a.cfg.kgoOpts, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src, prog)
+		if err != nil {
+			t.Close()
+			in.a.status.remove(id)
+			return fmt.Errorf("processor: task %s: %w", id, err)
+		}
+		total += n
+	}
+	in.a.stats.Restored.Add(total)
+	if err := t.Init(); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
+	// Anchor wall-clock schedules at the time the task opened.
+	if err := t.Tick(time.Now().UnixMilli()); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
+	in.tasks[id] = t
+	in.own.opened(id, gen)
+	opened = true
+	in.a.local.setActive(id, in.a.standbyEngines(t))
+	in.a.queries.restored(id)
+	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRunning, Stores: t.Stores(), Restored: total, Since: time.Now()})
+	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (in *instance) allTasks() []*task.Task {
+	ts := make([]*task.Task, 0, len(in.tasks))
+	for _, t := range in.tasks {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func (in *instance) closeTasks(ts []*task.Task) {
+	for _, t := range ts {
+		in.a.queries.closed(t.ID()) // before Close: see queries
+		in.a.closingLocal(t)
+		if err := t.Close(); err != nil {
+			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
+		}
+		delete(in.tasks, t.ID())
+		in.own.forget(t.ID())
+		in.a.status.remove(t.ID())
+		in.a.log.Info("task closed", "task", t.ID().String())
+	}
+}

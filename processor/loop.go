@@ -1,0 +1,273 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/task"
+)
+
+// The instance loop: poll, hand each task its records (on up to
+// num.stream.threads goroutines), and end the transaction every commit
+// interval and on a rebalance.
+
+func (in *instance) loop(ctx context.Context) error {
+	interval := in.a.cfg.commitInterval
+	for {
+		if !in.inTxn {
+			if err := in.sess.Begin(); err != nil {
+				return err
+			}
+			in.inTxn, in.txnStart = true, time.Now()
+			in.sent.Store(false)
+		}
+		if ctx.Err() != nil {
+			_, err := in.end(true, AbortShutdown)
+			return err
+		}
+		pctx, cancel := context.WithDeadline(ctx, in.txnStart.Add(interval))
+		in.evMu.Lock()
+		if in.wake = cancel; len(in.events) > 0 {
+			cancel() // events wait: handle them first
+		}
+		in.evMu.Unlock()
+		fs := in.sess.PollRecords(pctx, in.pollMax)
+		in.evMu.Lock()
+		in.wake = nil
+		in.evMu.Unlock()
+		cancel()
+		if fs.IsClientClosed() {
+			return nil
+		}
+		// Every record polled is either processed in this transaction,
+		// or the transaction aborts and the consumer rewinds: the
+		// session commits the offsets of everything polled.
+		mustAbort, err := in.handleEvents(ctx)
+		if err != nil {
+			in.end(false, AbortRebalance)
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			var lost *kgo.ErrDataLoss
+			if errors.As(err, &lost) || errors.Is(err, kerr.OffsetOutOfRange) {
+				ferr = errors.Join(ferr, fatalError{fmt.Errorf("%w: %s/%d: %v", ErrDataLoss, t, p, err)})
+				return
+			}
+			in.a.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+		})
+		if ferr != nil {
+			in.end(false, AbortProcessing)
+			return ferr
+		}
+		var perr error
+		// A task's partitions (of co-partitioned topics) are merged by
+		// record timestamp within the fetch, so a join sees the other
+		// side as of the record's time where the fetch allows it
+		// (Kafka Streams picks the lowest timestamp across a task's
+		// partitions too); each partition keeps its order.
+		batches := map[task.ID][][]*kgo.Record{}
+		var order []task.ID
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if perr != nil || len(fp.Records) == 0 {
+				return
+			}
+			sub, ok := in.a.subOf[fp.Topic]
+			if !ok {
+				perr = fmt.Errorf("processor: records of unexpected topic %s", fp.Topic)
+				return
+			}
+			id := task.ID{Sub: sub, Partition: fp.Partition}
+			if t := in.tasks[id]; t == nil || in.own.isClosing(id) {
+				// Polled just before a revocation: leave them to the
+				// next owner, and abort so that their offsets are
+				// not committed.
+				mustAbort = true
+				return
+			}
+			if batches[id] == nil {
+				order = append(order, id)
+			}
+			batches[id] = append(batches[id], fp.Records)
+		})
+		if perr == nil {
+			start := time.Now()
+			var n int
+			n, perr = in.process(order, batches)
+			in.boundPolls(n, time.Since(start))
+		}
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) > 0 {
+				last := fp.Records[len(fp.Records)-1].Offset
+				if sub, ok := in.a.subOf[fp.Topic]; ok {
+					in.a.status.setLag(task.ID{Sub: sub, Partition: fp.Partition}, fp.Topic, fp.LastStableOffset-last-1)
+				}
+			}
+		})
+		if perr != nil {
+			// A record that cannot be processed stops the instance
+			// without committing it (invariant 6): it is reprocessed
+			// after the fix.
+			in.end(false, AbortProcessing)
+			return fatalError{perr}
+		}
+		now := time.Now().UnixMilli()
+		for _, t := range in.tasks {
+			if err := t.Tick(now); err != nil {
+				in.end(false, AbortProcessing)
+				return fatalError{err}
+			}
+		}
+		if mustAbort || len(in.own.closing) > 0 || time.Since(in.txnStart) >= interval {
+			if _, err := in.end(!mustAbort, AbortRebalance); err != nil {
+				return err
+			}
+			if err := in.closeRevoked(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// process runs each task over its batch of the poll: in order on the loop's
+// goroutine, or with num.stream.threads > 1 on up to that many goroutines at
+// once, each task on one of them. The loop waits for all, so the tasks are
+// the loop's again afterwards. The error is the first task's in order.
+func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	// The largest batches first, taken by whichever goroutine is free, so
+	// that none is left with the longest at the end.
+	size := make(map[task.ID]int, len(order))
+	for _, id := range order {
+		for _, p := range batches[id] {
+			size[id] += len(p)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b task.ID) int { return size[b] - size[a] })
+	results := make([]result, len(order))
+	var failed atomic.Bool
+	parallel(len(order), in.a.threads, func(i int) {
+		if failed.Load() {
+			return // the transaction aborts: spare the other tasks
+		}
+		id := order[i]
+		start := time.Now()
+		n, err := processMerged(in.tasks[id], batches[id])
+		if n > 0 {
+			// One clock read per batch: the average per record, and
+			// each record's age when its outputs went out.
+			now := time.Now()
+			in.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
+			var ages histBatch
+			for _, p := range batches[id] {
+				for _, r := range p {
+					ages.add(max(now.Sub(r.Timestamp), 0))
+				}
+			}
+			in.a.stats.EndToEndLatency.observeBatch(&ages)
+		}
+		results[i] = result{n, err}
+		if err != nil {
+			failed.Store(true)
+		}
+	})
+	n := 0
+	var err error
+	for _, r := range results {
+		if n += r.n; r.err != nil {
+			err = r.err
+			break
+		}
+	}
+	in.uncommitted += int64(n)
+	return n, err
+}
+
+// firstPoll bounds the first poll of a session, before the instance knows
+// how fast it processes: Kafka Streams' max.poll.records.
+const firstPoll = 1000
+
+// boundPolls sets how many records the next poll may take from how fast
+// the last n took: as many as take a quarter of the transaction timeout
+// (and of the rebalance timeout, within which a member must rejoin). A
+// transaction holds every record of its polls, so one poll that took
+// longer than the timeout would abort on the broker, and so would every
+// retry of it: the instance could never get past a backlog of slow records.
+// A fast job polls everything buffered, as before.
+func (in *instance) boundPolls(n int, took time.Duration) {
+	if n == 0 || took <= 0 {
+		return
+	}
+	budget := min(in.a.cfg.txnTimeout, in.a.cfg.rebalanceTimeout) / 4
+	in.pollMax = int(min(max(1, float64(n)*float64(budget)/float64(took)), 1<<30))
+}
+
+// parallel calls fn(i) once for every i < n, on up to workers goroutines
+// (the caller's among them), and returns when all calls have.
+func parallel(n, workers int, fn func(i int)) {
+	if workers = min(workers, n); workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	work := func() {
+		for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+			fn(i)
+		}
+	}
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+}
+
+// processMerged processes a task's fetched partitions merged by record
+// timestamp (ties: the earlier partition in the fetch), each partition in
+// its own order, and returns how many records it processed.
+func processMerged(t *task.Task, parts [][]*kgo.Record) (int, error) {
+	if len(parts) == 1 {
+		for i, r := range parts[0] {
+			if err := t.Process(r); err != nil {
+				return i, err
+			}
+		}
+		return len(parts[0]), nil
+	}
+	parts = slices.Clone(parts) // the caller's stay whole
+	n := 0
+	for {
+		next := -1
+		for i, p := range parts {
+			if len(p) > 0 && (next < 0 || p[0].Timestamp.Before(parts[next][0].Timestamp)) {
+				next = i
+			}
+		}
+		if next < 0 {
+			return n, nil
+		}
+		r := parts[next][0]
+		parts[next] = parts[next][1:]
+		if err := t.Process(r); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
