@@ -141,7 +141,7 @@ func (q *queries) setRouting(m map[task.ID]string) {
 }
 
 // keyHasher is the partitioner sluice's producer uses for every keyed
-// record (app.go's topicPartitioner; franz-go's sticky-key partitioner,
+// record (partitioner.go's topicPartitioner; franz-go's sticky-key partitioner,
 // which for a non-nil key is Kafka's murmur2, as the Java client), so a
 // store key is found on the partition its records were written to.
 // Partition is pure for non-nil keys, so it is shared.

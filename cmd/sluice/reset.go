@@ -469,7 +469,7 @@ func appStateDir(root, appID string) (string, error) {
 }
 
 // lockStateDir takes the lock every running instance holds on its state
-// directory (processor/app.go lockDir), so that reset never deletes the state
+// directory (processor/statedir.go lockDir), so that reset never deletes the state
 // under a live process. A missing directory needs no lock.
 func lockStateDir(dir string) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR, 0)
