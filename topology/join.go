@@ -1,8 +1,6 @@
 package topology
 
 import (
-	"fmt"
-
 	"github.com/sluice-streams/sluice/internal/exec"
 )
 
@@ -239,20 +237,3 @@ func (p *tableJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 }
 
 func (p *tableJoinSide[K, Own, Other, V]) Close() error { return nil }
-
-// forwarded reads k's value as its table last forwarded it
-// (store.Staged.Forwarded): with folding, the value before its held update.
-func (kv *KV[K, V]) forwarded(k K) (v V, ok bool, err error) {
-	kb, _, err := kv.encode(k, nil)
-	if err != nil {
-		return v, false, err
-	}
-	b, ok, err := kv.s.Forwarded(kb)
-	if err != nil || !ok {
-		return v, ok, err
-	}
-	if v, err = kv.vs.Decode(b); err != nil {
-		return v, false, fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
-	}
-	return v, true, nil
-}

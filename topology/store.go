@@ -225,20 +225,36 @@ func (m Materialization[K, V]) View(s *store.Staged) *KV[K, V] {
 }
 
 // Get returns the value of k.
-func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) { return kv.get(k, false) }
+func (kv *KV[K, V]) Get(k K) (v V, ok bool, err error) { return kv.get(k, readLatest) }
 
 // getForUpdate is Get for a key written next (store.Staged.GetForUpdate).
-func (kv *KV[K, V]) getForUpdate(k K) (v V, ok bool, err error) { return kv.get(k, true) }
+func (kv *KV[K, V]) getForUpdate(k K) (v V, ok bool, err error) { return kv.get(k, readForUpdate) }
 
-func (kv *KV[K, V]) get(k K, update bool) (v V, ok bool, err error) {
+// forwarded reads k's value as its table last forwarded it
+// (store.Staged.Forwarded): with folding, the value before its held update.
+func (kv *KV[K, V]) forwarded(k K) (v V, ok bool, err error) { return kv.get(k, readForwarded) }
+
+// readMode says which of the stage's reads get makes.
+type readMode uint8
+
+const (
+	readLatest readMode = iota
+	readForUpdate
+	readForwarded
+)
+
+func (kv *KV[K, V]) get(k K, mode readMode) (v V, ok bool, err error) {
 	kb, _, err := kv.encode(k, nil)
 	if err != nil {
 		return v, false, err
 	}
 	var b []byte
-	if update {
+	switch mode {
+	case readForUpdate:
 		b, ok, err = kv.s.GetForUpdate(kb)
-	} else {
+	case readForwarded:
+		b, ok, err = kv.s.Forwarded(kb)
+	default:
 		b, ok, err = kv.s.Get(kb)
 	}
 	if err != nil || !ok {
