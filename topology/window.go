@@ -871,17 +871,6 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 	if err != nil {
 		return w, fmt.Errorf("store %s: %w", p.m.Name(), err)
 	}
-	if w.hasAgg && p.elements == nil {
-		if w.agg, err = p.m.vs.Decode(ab); err != nil {
-			return w, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
-		}
-		if w.emitted && w.shown == nil && p.isSessions {
-			// What went out: keepShown needs it if the aggregate
-			// changes. Copied, as the store may reuse val.
-			w.enc = bytes.Clone(ab)
-		}
-	}
-	w.shown = bytes.Clone(w.shown)
 	if w.legacy {
 		// Written before the emitted flag was kept: EveryRecord emitted
 		// every window that holds records; OnWatermark one whose firing
@@ -889,7 +878,15 @@ func (p *windowProc[K, V, A]) decode(start int64, val []byte) (stored[A], error)
 		// retracted before either.
 		w.emitted = w.hasAgg && (p.cfg.trigger == window.EveryRecord() ||
 			p.cfg.trigger == window.OnWatermark() && w.eventTimer == window.NoTimer)
-		if w.emitted && p.elements == nil && p.isSessions {
+	}
+	w.shown = bytes.Clone(w.shown)
+	if w.hasAgg && p.elements == nil {
+		if w.agg, err = p.m.vs.Decode(ab); err != nil {
+			return w, fmt.Errorf("store %s: value: %w", p.m.Name(), err)
+		}
+		if w.emitted && w.shown == nil && p.isSessions {
+			// What went out: keepShown needs it if the aggregate
+			// changes. Copied, as the store may reuse val.
 			w.enc = bytes.Clone(ab)
 		}
 	}
