@@ -224,14 +224,13 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 func stableCommitted(ctx context.Context, adm *kadm.Client, group, topic string, p int32, deadline time.Time) (int64, error) {
 	for {
 		committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
-		if err == nil {
-			if o, ok := committed.Lookup(topic, p); ok {
-				err = o.Err
-			}
+		o, ok := committed.Lookup(topic, p)
+		if err == nil && ok {
+			err = o.Err
 		}
 		switch {
 		case err == nil:
-			if o, ok := committed.Lookup(topic, p); ok && o.At > 0 {
+			if ok && o.At > 0 {
 				return o.At, nil
 			}
 			return 0, nil
