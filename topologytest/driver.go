@@ -272,8 +272,8 @@ func (d *Driver) run(fn func() error) (commit bool, err error) {
 	return commit, nil
 }
 
-// abortAll aborts the open step: every task drops its stage, and what the
-// step sent to internal topics is dropped with it.
+// abortAll aborts the open transaction: every task drops its stage, and
+// what the transaction sent is dropped with it.
 func (d *Driver) abortAll() {
 	d.dropUncommitted()
 	for _, t := range d.tasks {
@@ -288,6 +288,14 @@ func (d *Driver) commit() error {
 		if err := t.Commit(); err != nil {
 			return err
 		}
+	}
+	// The next transaction begins.
+	d.x.txnAt = d.x.seq
+	if d.x.txnOutputs == nil {
+		d.x.txnOutputs = map[string]int{}
+	}
+	for topic, rs := range d.outputs {
+		d.x.txnOutputs[topic] = len(rs)
 	}
 	return nil
 }

@@ -25,7 +25,11 @@ import (
 // held table updates fold, and watermarks are announced downstream only at
 // the commit's flush, as in a deployment with a longer commit.interval.
 // Records written to internal topics are processed before the commit
-// either way.
+// either way. A step that fails aborts the whole open transaction: the
+// records piped since the last commit are rolled back with it, their
+// outputs dropped, as an instance's aborted transaction is (the instance
+// would then process them again; a test pipes them again if it wants
+// them).
 func CommitEvery(n int) Option { return func(d *Driver) { d.x.commitEvery = n } }
 
 // FoldUpdates folds table updates until the commit, as
@@ -71,8 +75,11 @@ type extra struct {
 	writer map[*kgo.Record]int // the writer of each queued internal record (index in Driver.tasks)
 	held   map[stream]bool     // the streams held back in this step
 	seq    uint64              // records sent so far
-	stepAt uint64              // seq when the current step began
-	sentAt map[*kgo.Record]uint64
+	txnAt  uint64              // seq when the open transaction began
+	// txnOutputs is how many records each output topic had when the
+	// open transaction began.
+	txnOutputs map[string]int
+	sentAt     map[*kgo.Record]uint64
 }
 
 // stream is what one writer sent to one partition of one internal topic:
@@ -161,7 +168,6 @@ func (d *Driver) taskOf(topic string, p int32) *task.Task {
 // beginStep starts a step of the driver: an input record, a clock advance
 // or a commit.
 func (d *Driver) beginStep() {
-	d.x.stepAt = d.x.seq
 	d.x.held = map[stream]bool{}
 }
 
@@ -226,12 +232,19 @@ func (d *Driver) heads() []int {
 	return heads
 }
 
-// dropUncommitted drops, after an abort, the queued records that the
-// aborted step sent: what earlier steps sent committed and stays.
+// dropUncommitted drops, after an abort, what the aborted transaction
+// sent, as Kafka drops an aborted transaction's records: its outputs, and
+// its queued internal records; what earlier transactions sent committed
+// and stays.
 func (d *Driver) dropUncommitted() {
+	for topic, rs := range d.outputs {
+		n := d.x.txnOutputs[topic]
+		clear(rs[n:])
+		d.outputs[topic] = rs[:n]
+	}
 	kept := d.queue[:0]
 	for _, r := range d.queue {
-		if d.x.sentAt[r] <= d.x.stepAt {
+		if d.x.sentAt[r] <= d.x.txnAt {
 			kept = append(kept, r)
 			continue
 		}

@@ -2,6 +2,7 @@ package topologytest_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sluice-streams/sluice/serde"
@@ -63,5 +64,46 @@ func TestCommitEveryFoldsUpdates(t *testing.T) {
 				t.Fatalf("after the commits: %q, want %q", got, want[1])
 			}
 		})
+	}
+}
+
+// TestCommitEveryAbortDropsTheTransaction: a step that fails aborts the
+// whole open transaction, so what its earlier steps output goes with it,
+// as a read_committed reader never sees an aborted transaction's records;
+// what committed before stays.
+func TestCommitEveryAbortDropsTheTransaction(t *testing.T) {
+	tp, st := errorTopology()
+	d, err := topologytest.New(tp, topologytest.CommitEvery(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	in := topologytest.NewInputTopic(d, "in", serde.String, serde.Int64Text)
+	out := topologytest.NewOutputTopic(d, "out", serde.String, serde.String)
+	for i := range 3 { // one committed transaction
+		if err := in.Pipe("k", int64(i+1), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := in.Pipe("k", 4, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Pipe("k", 13, 3); err == nil { // fails: the transaction aborts
+		t.Fatal("Pipe of 13 returned no error under the default policy")
+	}
+	rs, err := out.ReadRecords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Value)
+	}
+	if want := []string{"1", "2", "3"}; !slices.Equal(got, want) {
+		t.Errorf("outputs %v, want %v: the aborted transaction's output of 4 must be gone", got, want)
+	}
+	kv, _ := topologytest.KeyValueStore(d, st)
+	if n, _, _ := kv.Get("k"); n != 3 {
+		t.Errorf("store count %d, want 3 (the committed records only)", n)
 	}
 }
