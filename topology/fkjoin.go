@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 )
 
@@ -317,7 +318,7 @@ func (p *fkRight[K, KO, VO]) Process(r exec.Record) error {
 	if err != nil {
 		return err
 	}
-	pre := keyPrefix(fkb)[1:] // uvarint(len) fk, without the window prefix
+	pre := layout.WindowKeyPrefix(fkb)[1:] // uvarint(len) fk, without the window prefix
 	st := p.ctx.Store(p.subs.Name())
 	switch v := r.Value.(type) {
 	case subscription:
@@ -349,7 +350,7 @@ func (p *fkRight[K, KO, VO]) Process(r exec.Record) error {
 			h  uint64
 		}
 		var all []sub
-		if err := st.Range(pre, prefixEnd(pre), func(k, val []byte) error {
+		if err := st.Range(pre, layout.PrefixEnd(pre), func(k, val []byte) error {
 			all = append(all, sub{append([]byte(nil), k[len(pre):]...), binary.BigEndian.Uint64(val)})
 			return nil
 		}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 )
@@ -45,9 +46,9 @@ func TestJoinRangeEveryKeyLength(t *testing.T) {
 // UUID among them.
 func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
 	shared := func(kb []byte, from, to int64) ([]byte, []byte) {
-		pre := keyPrefix(kb)
+		pre := layout.WindowKeyPrefix(kb)
 		// lint:ignore appendalias the defect this control reintroduces
-		return appendTime(pre, from), appendTime(pre, to+1)
+		return layout.AppendTime(pre, from), layout.AppendTime(pre, to+1)
 	}
 	bad := joinRangeErrors(shared)
 	if len(bad) == 0 {

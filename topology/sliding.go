@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -265,13 +266,13 @@ func (p *slidingProc[K, V, A]) keep(kb []byte, ts, seq int64, v V) error {
 	if err != nil {
 		return fmt.Errorf("store %s: value: %w", p.m.Name(), err)
 	}
-	rk := binary.BigEndian.AppendUint64(appendTime(recordPrefix(kb), ts), uint64(seq))
+	rk := binary.BigEndian.AppendUint64(layout.AppendTime(recordPrefix(kb), ts), uint64(seq))
 	if err := p.st.Put(rk, vb); err != nil {
 		return err
 	}
 	drop := ts + p.d + p.lateness
 	p.next = min(p.next, drop)
-	return p.st.Put(indexKey(prefixRecordExpire, drop, rk), indexValue)
+	return p.st.Put(layout.IndexKey(prefixRecordExpire, drop, rk), layout.IndexValue)
 }
 
 // fold computes new window w from the records it covers.
@@ -297,11 +298,11 @@ func (p *slidingProc[K, V, A]) fold(k K, w *stored[A], recs []slidingRecord[V]) 
 // changed files window w, just changed or made by a record judged against
 // wm, and emits it if its emit option says so now.
 func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w stored[A], isNew bool, wm int64) error {
-	key := dataKey(nil, kb, w.b.Start)
+	key := layout.WindowKey(nil, kb, w.b.Start)
 	if isNew {
 		closeAt := w.b.End - 1 + p.lateness
 		p.next = min(p.next, closeAt)
-		if err := p.st.Put(indexKey(prefixExpire, closeAt, key), indexValue); err != nil {
+		if err := p.st.Put(layout.IndexKey(layout.WindowExpire, closeAt, key), layout.IndexValue); err != nil {
 			return err
 		}
 	}
@@ -318,7 +319,7 @@ func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w stored[A], isNew bool, 
 				return err
 			}
 			if w.eventTimer != window.NoTimer {
-				if err := p.st.Delete(indexKey(prefixFire, w.eventTimer, key)); err != nil {
+				if err := p.st.Delete(layout.IndexKey(layout.WindowFire, w.eventTimer, key)); err != nil {
 					return err
 				}
 				w.eventTimer = window.NoTimer
@@ -326,7 +327,7 @@ func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w stored[A], isNew bool, 
 		} else if w.eventTimer == window.NoTimer {
 			w.eventTimer = fireAt
 			p.next = min(p.next, fireAt)
-			if err := p.st.Put(indexKey(prefixFire, fireAt, key), indexValue); err != nil {
+			if err := p.st.Put(layout.IndexKey(layout.WindowFire, fireAt, key), layout.IndexValue); err != nil {
 				return err
 			}
 		}
@@ -345,12 +346,12 @@ func recordPrefix(kb []byte) []byte {
 func (p *slidingProc[K, V, A]) records(kb []byte, from, to int64) ([]slidingRecord[V], error) {
 	pre := recordPrefix(kb)
 	recs := p.recs[:0]
-	err := p.st.Range(appendTime(slices.Clip(pre), from), appendTime(slices.Clip(pre), to+1), func(k, v []byte) error {
+	err := p.st.Range(layout.AppendTime(slices.Clip(pre), from), layout.AppendTime(slices.Clip(pre), to+1), func(k, v []byte) error {
 		if len(k) != len(pre)+16 {
 			return fmt.Errorf("store %s: %w: record key of %d bytes", p.m.Name(), window.ErrCorrupt, len(k))
 		}
 		recs = append(recs, slidingRecord[V]{
-			ts:  readTime(k[len(k)-16:]),
+			ts:  layout.ReadTime(k[len(k)-16:]),
 			seq: int64(binary.BigEndian.Uint64(k[len(k)-8:])),
 			raw: append([]byte(nil), v...),
 		})
@@ -362,8 +363,8 @@ func (p *slidingProc[K, V, A]) records(kb []byte, from, to int64) ([]slidingReco
 // windows reads the windows of the key kb starting in [from, to].
 func (p *slidingProc[K, V, A]) windows(kb []byte, from, to int64) (map[int64]stored[A], error) {
 	ws := map[int64]stored[A]{}
-	err := p.st.Range(dataKey(nil, kb, from), dataKey(nil, kb, to+1), func(k, v []byte) error {
-		start := readTime(k[len(k)-8:])
+	err := p.st.Range(layout.WindowKey(nil, kb, from), layout.WindowKey(nil, kb, to+1), func(k, v []byte) error {
+		start := layout.ReadTime(k[len(k)-8:])
 		w, err := p.codec.decode(start, v)
 		ws[start] = w
 		return err
@@ -378,7 +379,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.next {
 		return nil
 	}
-	fires, err := dueIndex(p.st, prefixFire, wm)
+	fires, err := dueIndex(p.st, layout.WindowFire, wm)
 	if err != nil {
 		return err
 	}
@@ -386,7 +387,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 		if err := p.st.Delete(ik); err != nil {
 			return err
 		}
-		key := dataFromIndex(ik)
+		key := layout.WindowKeyFromIndex(ik)
 		k, w, ok, err := p.window(key)
 		if err != nil {
 			return err
@@ -402,12 +403,12 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	closed, err := dueIndex(p.st, prefixExpire, wm)
+	closed, err := dueIndex(p.st, layout.WindowExpire, wm)
 	if err != nil {
 		return err
 	}
 	for _, ik := range closed {
-		key := dataFromIndex(ik)
+		key := layout.WindowKeyFromIndex(ik)
 		k, w, ok, err := p.window(key)
 		if err != nil {
 			return err
@@ -419,7 +420,7 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 		}
 		err = errors.Join(p.st.Delete(ik), p.st.Delete(key))
 		if ok && w.eventTimer != window.NoTimer {
-			err = errors.Join(err, p.st.Delete(indexKey(prefixFire, w.eventTimer, key)))
+			err = errors.Join(err, p.st.Delete(layout.IndexKey(layout.WindowFire, w.eventTimer, key)))
 		}
 		if err != nil {
 			return err
@@ -444,7 +445,7 @@ func (p *slidingProc[K, V, A]) window(key []byte) (k K, w stored[A], ok bool, er
 	if err != nil || !ok {
 		return k, w, ok, err
 	}
-	kb, _, err := parseData(key)
+	kb, _, err := layout.ParseWindowKey(key)
 	if err != nil {
 		return k, w, false, err
 	}
@@ -460,7 +461,7 @@ func (p *slidingProc[K, V, A]) OnAbort() { p.next = math.MinInt64 }
 // findNext sets next from the indexes.
 func (p *slidingProc[K, V, A]) findNext() error {
 	p.next = math.MaxInt64
-	for _, prefix := range []byte{prefixFire, prefixExpire, prefixRecordExpire} {
+	for _, prefix := range []byte{layout.WindowFire, layout.WindowExpire, prefixRecordExpire} {
 		t, err := firstIndex(p.st, prefix)
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -934,7 +935,7 @@ func (m *KeyedMap[K, UK, UV]) each(p []byte, fn func(key []byte, e entry) error)
 	}
 	m.c.ranging++
 	defer func() { m.c.ranging-- }()
-	return m.c.s.Range(p, prefixEnd(p), func(key, b []byte) error {
+	return m.c.s.Range(p, layout.PrefixEnd(p), func(key, b []byte) error {
 		e, err := parseEntry(b)
 		if err != nil {
 			return m.c.errorf("%w", err)
@@ -956,7 +957,7 @@ func (m *KeyedMap[K, UK, UV]) Clear(k K) error {
 	// Only the keys are collected: an entry that does not parse is
 	// cleared all the same.
 	m.c.ranging++
-	err = m.c.s.Range(p, prefixEnd(p), func(key, _ []byte) error {
+	err = m.c.s.Range(p, layout.PrefixEnd(p), func(key, _ []byte) error {
 		keys = append(keys, append([]byte(nil), key...))
 		return nil
 	})

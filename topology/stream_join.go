@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -157,7 +158,7 @@ type joinSide[K, Own, Other, V any] struct {
 func (p *joinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.own.Name()), ctx.Store(p.other.Name())
 	var err error
-	p.nextClose, err = firstIndex(p.st, prefixExpire)
+	p.nextClose, err = firstIndex(p.st, layout.WindowExpire)
 	return err
 }
 
@@ -180,7 +181,7 @@ func (p *joinSide[K, Own, Other, V]) seqAt(kb []byte, ts int64) (int64, error) {
 func (p *joinSide[K, Own, Other, V]) Close() error { return nil }
 
 func joinKey(kb []byte, ts, seq int64) []byte {
-	b := appendTime(keyPrefix(kb), ts)
+	b := layout.AppendTime(layout.WindowKeyPrefix(kb), ts)
 	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
 
@@ -190,8 +191,8 @@ func joinKey(kb []byte, ts, seq int64) []byte {
 // capacity write into one array, and the range comes out [x, x), empty
 // (a 36-byte UUID key's prefix has 10 bytes spare).
 func joinRange(kb []byte, from, to int64) (start, end []byte) {
-	pre := slices.Clip(keyPrefix(kb))
-	return appendTime(pre, from), appendTime(pre, to+1)
+	pre := slices.Clip(layout.WindowKeyPrefix(kb))
+	return layout.AppendTime(pre, from), layout.AppendTime(pre, to+1)
 }
 
 func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
@@ -245,7 +246,7 @@ func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		}
 		out := r
 		out.Value = p.join(k, own, ov, true)
-		out.Timestamp = max(ts, readTime(m.key[len(m.key)-16:]))
+		out.Timestamp = max(ts, layout.ReadTime(m.key[len(m.key)-16:]))
 		if err := p.ctx.Forward(out); err != nil {
 			return err
 		}
@@ -260,7 +261,7 @@ func (p *joinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		return err
 	}
 	p.nextClose = min(p.nextClose, closes)
-	return p.st.Put(indexKey(prefixExpire, closes, key), indexValue)
+	return p.st.Put(layout.IndexKey(layout.WindowExpire, closes, key), layout.IndexValue)
 }
 
 // OnWatermark removes the own records no on-time record can join any more,
@@ -269,12 +270,12 @@ func (p *joinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	if wm < p.nextClose {
 		return nil
 	}
-	due, err := dueIndex(p.st, prefixExpire, wm)
+	due, err := dueIndex(p.st, layout.WindowExpire, wm)
 	if err != nil {
 		return err
 	}
 	for _, ik := range due {
-		key := dataFromIndex(ik)
+		key := layout.WindowKeyFromIndex(ik)
 		val, ok, err := p.st.Get(key)
 		if err != nil {
 			return err
@@ -298,12 +299,12 @@ func (p *joinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 			return fmt.Errorf("store %s: value: %w", p.own.Name(), err)
 		}
 		var none Other
-		ts := readTime(key[len(key)-16:])
+		ts := layout.ReadTime(key[len(key)-16:])
 		if err := p.ctx.Forward(exec.Record{Key: k, Value: p.join(k, v, none, false), Timestamp: ts}); err != nil {
 			return err
 		}
 	}
-	p.nextClose, err = firstIndex(p.st, prefixExpire)
+	p.nextClose, err = firstIndex(p.st, layout.WindowExpire)
 	return err
 }
 
@@ -318,5 +319,5 @@ func parseJoinKey(k []byte) ([]byte, int64, error) {
 	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+16 {
 		return nil, 0, fmt.Errorf("%w: join store key of %d bytes", window.ErrCorrupt, len(k))
 	}
-	return k[1+w : 1+w+int(n)], readTime(k[len(k)-16:]), nil
+	return k[1+w : 1+w+int(n)], layout.ReadTime(k[len(k)-16:]), nil
 }

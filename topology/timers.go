@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -114,7 +115,7 @@ func (s *TimerService[K]) key(d TimeDomain, k K, ts int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("timers %s: key: %w", s.s.Name(), err)
 	}
-	return append(appendTime([]byte{timerPrefix(d)}, ts), kb...), nil
+	return append(layout.AppendTime([]byte{timerPrefix(d)}, ts), kb...), nil
 }
 
 // RegisterEventTime sets a timer for k that fires once the watermark
@@ -150,7 +151,7 @@ func (s *TimerService[K]) register(d TimeDomain, k K, ts int64) error {
 	if s.nextInit {
 		s.next[d] = min(s.next[d], ts)
 	}
-	return s.s.Put(key, indexValue)
+	return s.s.Put(key, layout.IndexValue)
 }
 
 func (s *TimerService[K]) delete(d TimeDomain, k K, ts int64) error {
@@ -193,7 +194,7 @@ func (s *TimerService[K]) due(d TimeDomain, now int64) ([]Timer[K], error) {
 		if err := s.s.Delete(key); err != nil {
 			return nil, err
 		}
-		out = append(out, Timer[K]{Key: k, Time: readTime(key[1:9]), Domain: d})
+		out = append(out, Timer[K]{Key: k, Time: layout.ReadTime(key[1:9]), Domain: d})
 	}
 	s.next[d], err = firstIndex(s.s, timerPrefix(d))
 	return out, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -365,64 +366,6 @@ func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
 	return w, nil
 }
 
-// Window store layout. Every key starts with a lower-case letter, so the
-// task's time state (exec.TimeStateKey) cannot collide:
-//
-//	d uvarint(len(key)) key start → the window's state (see stored)
-//	f at <d-suffix>               → 1   the window's event timer
-//	p at <d-suffix>               → 1   the window's processing-time timer
-//	x at <d-suffix>               → 1   remove the window when the watermark reaches at
-//
-// Times are 8 bytes big-endian with the sign bit flipped, so byte order is
-// numeric order, and the indexes are scanned in time order.
-const (
-	prefixData   = 'd'
-	prefixFire   = 'f'
-	prefixProc   = 'p'
-	prefixExpire = 'x'
-)
-
-var indexValue = []byte{1}
-
-func appendTime(b []byte, ts int64) []byte {
-	return binary.BigEndian.AppendUint64(b, uint64(ts)^(1<<63))
-}
-
-func readTime(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
-
-// dataKey is the key of a window of the key whose encoding is kb.
-func dataKey(dst, kb []byte, start int64) []byte {
-	dst = append(dst, prefixData)
-	dst = binary.AppendUvarint(dst, uint64(len(kb)))
-	dst = append(dst, kb...)
-	return appendTime(dst, start)
-}
-
-// keyPrefix is the prefix of all of kb's windows.
-func keyPrefix(kb []byte) []byte {
-	return append(binary.AppendUvarint([]byte{prefixData}, uint64(len(kb))), kb...)
-}
-
-func indexKey(prefix byte, at int64, data []byte) []byte {
-	b := appendTime(append(make([]byte, 0, 9+len(data)), prefix), at)
-	return append(b, data[1:]...)
-}
-
-// parseData splits a data key into the key's encoding and the window start.
-func parseData(k []byte) (kb []byte, start int64, err error) {
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+8 {
-		return nil, 0, fmt.Errorf("%w: window store key of %d bytes", window.ErrCorrupt, len(k))
-	}
-	kb = k[1+w : 1+w+int(n)]
-	return kb, readTime(k[len(k)-8:]), nil
-}
-
-// dataFromIndex turns an index key back into its data key.
-func dataFromIndex(ik []byte) []byte {
-	return append([]byte{prefixData}, ik[9:]...)
-}
-
 // windowProc is a windowed aggregation in one task: it keeps each window's
 // aggregate, record count and trigger timers in the window store, asks the
 // trigger what to do on each record and timer, and removes windows as the
@@ -555,7 +498,7 @@ func (p *windowProc[K, V, A]) Process(r exec.Record) error {
 			continue // this window closed
 		}
 		onTime = true
-		key := dataKey(nil, kb, b.Start)
+		key := layout.WindowKey(nil, kb, b.Start)
 		w, ok, err := p.get(key)
 		if err != nil {
 			return err
@@ -585,9 +528,9 @@ func (p *windowProc[K, V, A]) fresh(b window.Bounds) stored[A] {
 func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) error {
 	var existing []window.Bounds
 	all := map[window.Bounds]stored[A]{}
-	pre := keyPrefix(kb)
-	err := p.st.Range(pre, prefixEnd(pre), func(key, val []byte) error {
-		w, err := p.decode(readTime(key[len(key)-8:]), val)
+	pre := layout.WindowKeyPrefix(kb)
+	err := p.st.Range(pre, layout.PrefixEnd(pre), func(key, val []byte) error {
+		w, err := p.decode(layout.ReadTime(key[len(key)-8:]), val)
 		if err != nil {
 			return err
 		}
@@ -611,7 +554,7 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 		// stored (so still open) session closes no earlier than it.
 		return p.lateRecord(r)
 	}
-	key := dataKey(nil, kb, merged.Start)
+	key := layout.WindowKey(nil, kb, merged.Start)
 	w, isOld := all[merged]
 	if !isOld {
 		w = p.fresh(merged)
@@ -623,7 +566,7 @@ func (p *windowProc[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int
 			if p.elements != nil {
 				if same {
 					w.seq, w.hasAgg = max(w.seq, a.seq), w.hasAgg || a.hasAgg
-				} else if err := p.moveElements(dataKey(nil, kb, a.b.Start), key, &w); err != nil {
+				} else if err := p.moveElements(layout.WindowKey(nil, kb, a.b.Start), key, &w); err != nil {
 					return err
 				}
 			} else {
@@ -722,10 +665,10 @@ func (p *windowProc[K, V, A]) tctx(w stored[A], wm int64) window.TriggerContext 
 
 // element asks the trigger about a record window w just took.
 func (p *windowProc[K, V, A]) element(k K, kb []byte, w stored[A], isNew bool, ts, wm int64) error {
-	key := dataKey(nil, kb, w.b.Start)
+	key := layout.WindowKey(nil, kb, w.b.Start)
 	if isNew && !p.global {
 		p.nextEvent = min(p.nextEvent, p.closeAt(w.b))
-		if err := p.st.Put(indexKey(prefixExpire, p.closeAt(w.b), key), indexValue); err != nil {
+		if err := p.st.Put(layout.IndexKey(layout.WindowExpire, p.closeAt(w.b), key), layout.IndexValue); err != nil {
 			return err
 		}
 	}
@@ -735,10 +678,10 @@ func (p *windowProc[K, V, A]) element(k K, kb []byte, w stored[A], isNew bool, t
 // apply carries out a trigger's decision for window w and stores it.
 func (p *windowProc[K, V, A]) apply(k K, key []byte, w stored[A], res window.TriggerResult) error {
 	var err error
-	if w.eventTimer, err = p.timer(prefixFire, key, w.eventTimer, res.EventTimer, p.closeAt(w.b), &p.nextEvent); err != nil {
+	if w.eventTimer, err = p.timer(layout.WindowFire, key, w.eventTimer, res.EventTimer, p.closeAt(w.b), &p.nextEvent); err != nil {
 		return err
 	}
-	if w.procTime, err = p.timer(prefixProc, key, w.procTime, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
+	if w.procTime, err = p.timer(layout.WindowProc, key, w.procTime, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
 		return err
 	}
 	if res.Fire {
@@ -784,7 +727,7 @@ func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want, closes i
 		return old, nil
 	}
 	if old != window.NoTimer && old != closes {
-		if err := p.st.Delete(indexKey(prefix, old, key)); err != nil {
+		if err := p.st.Delete(layout.IndexKey(prefix, old, key)); err != nil {
 			return old, err
 		}
 	}
@@ -795,25 +738,25 @@ func (p *windowProc[K, V, A]) timer(prefix byte, key []byte, old, want, closes i
 	if want == closes {
 		return want, nil
 	}
-	return want, p.st.Put(indexKey(prefix, want, key), indexValue)
+	return want, p.st.Put(layout.IndexKey(prefix, want, key), layout.IndexValue)
 }
 
 // remove deletes window w of the key encoded as kb, with its index entries
 // and, unless keepElements, its elements.
 func (p *windowProc[K, V, A]) remove(kb []byte, w stored[A], keepElements bool) error {
-	key := dataKey(nil, kb, w.b.Start)
+	key := layout.WindowKey(nil, kb, w.b.Start)
 	err := p.st.Delete(key)
 	if p.elements != nil && !keepElements {
 		err = errors.Join(err, p.clearElements(key))
 	}
 	if !p.global {
-		err = errors.Join(err, p.st.Delete(indexKey(prefixExpire, p.closeAt(w.b), key)))
+		err = errors.Join(err, p.st.Delete(layout.IndexKey(layout.WindowExpire, p.closeAt(w.b), key)))
 	}
 	if w.eventTimer != window.NoTimer && w.eventTimer != p.closeAt(w.b) {
-		err = errors.Join(err, p.st.Delete(indexKey(prefixFire, w.eventTimer, key)))
+		err = errors.Join(err, p.st.Delete(layout.IndexKey(layout.WindowFire, w.eventTimer, key)))
 	}
 	if w.procTime != window.NoTimer {
-		err = errors.Join(err, p.st.Delete(indexKey(prefixProc, w.procTime, key)))
+		err = errors.Join(err, p.st.Delete(layout.IndexKey(layout.WindowProc, w.procTime, key)))
 	}
 	return err
 }
@@ -862,7 +805,7 @@ func (p *windowProc[K, V, A]) get(key []byte) (stored[A], bool, error) {
 	if err != nil || !ok {
 		return stored[A]{}, false, err
 	}
-	w, err := p.decode(readTime(key[len(key)-8:]), val)
+	w, err := p.decode(layout.ReadTime(key[len(key)-8:]), val)
 	return w, err == nil, err
 }
 
@@ -969,17 +912,17 @@ func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.nextEvent {
 		return nil
 	}
-	fires, err := dueIndex(p.st, prefixFire, wm)
+	fires, err := dueIndex(p.st, layout.WindowFire, wm)
 	if err != nil {
 		return err
 	}
-	expired, err := dueIndex(p.st, prefixExpire, wm)
+	expired, err := dueIndex(p.st, layout.WindowExpire, wm)
 	if err != nil {
 		return err
 	}
 	for len(fires) > 0 || len(expired) > 0 {
-		if len(expired) == 0 || len(fires) > 0 && readTime(fires[0][1:9]) <= readTime(expired[0][1:9]) {
-			err = p.runTimer(prefixFire, fires[0], wm, p.cfg.trigger.OnEventTime)
+		if len(expired) == 0 || len(fires) > 0 && layout.ReadTime(fires[0][1:9]) <= layout.ReadTime(expired[0][1:9]) {
+			err = p.runTimer(layout.WindowFire, fires[0], wm, p.cfg.trigger.OnEventTime)
 			fires = fires[1:]
 		} else {
 			err = p.expire(expired[0], wm)
@@ -995,7 +938,7 @@ func (p *windowProc[K, V, A]) OnWatermark(wm int64) error {
 // expire removes a closed window, running first its event timer if that
 // was at the close time (it has no index entry of its own).
 func (p *windowProc[K, V, A]) expire(ik []byte, wm int64) error {
-	key := dataFromIndex(ik)
+	key := layout.WindowKeyFromIndex(ik)
 	w, ok, err := p.get(key)
 	if err != nil {
 		return err
@@ -1003,7 +946,7 @@ func (p *windowProc[K, V, A]) expire(ik []byte, wm int64) error {
 	if err := p.st.Delete(ik); err != nil || !ok {
 		return err
 	}
-	kb, _, err := parseData(key)
+	kb, _, err := layout.ParseWindowKey(key)
 	if err != nil {
 		return err
 	}
@@ -1030,13 +973,13 @@ func (p *windowProc[K, V, A]) OnProcessingTime(now int64) error {
 	if now < p.nextProc {
 		return nil
 	}
-	due, err := dueIndex(p.st, prefixProc, now)
+	due, err := dueIndex(p.st, layout.WindowProc, now)
 	if err != nil {
 		return err
 	}
 	wm := p.ctx.Watermark()
 	for _, ik := range due {
-		if err := p.runTimer(prefixProc, ik, wm, p.cfg.trigger.OnProcessingTime); err != nil {
+		if err := p.runTimer(layout.WindowProc, ik, wm, p.cfg.trigger.OnProcessingTime); err != nil {
 			return err
 		}
 	}
@@ -1048,17 +991,17 @@ func (p *windowProc[K, V, A]) runTimer(prefix byte, ik []byte, wm int64, on func
 	if err := p.st.Delete(ik); err != nil {
 		return err
 	}
-	key := dataFromIndex(ik)
+	key := layout.WindowKeyFromIndex(ik)
 	w, ok, err := p.get(key)
 	if err != nil || !ok {
 		return err
 	}
-	if prefix == prefixFire {
+	if prefix == layout.WindowFire {
 		w.eventTimer = window.NoTimer
 	} else {
 		w.procTime = window.NoTimer
 	}
-	kb, _, err := parseData(key)
+	kb, _, err := layout.ParseWindowKey(key)
 	if err != nil {
 		return err
 	}
@@ -1075,7 +1018,7 @@ func dueIndex(st *store.Staged, prefix byte, now int64) ([][]byte, error) {
 	var keys [][]byte
 	end := []byte{prefix + 1}
 	if now < math.MaxInt64 {
-		end = appendTime([]byte{prefix}, now+1)
+		end = layout.AppendTime([]byte{prefix}, now+1)
 	}
 	err := st.Range([]byte{prefix}, end, func(k, _ []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
@@ -1091,7 +1034,7 @@ func firstIndex(st *store.Staged, prefix byte) (int64, error) {
 	if err != nil || !ok {
 		return math.MaxInt64, err
 	}
-	return readTime(k[1:9]), nil
+	return layout.ReadTime(k[1:9]), nil
 }
 
 // OnAbort forgets the due-time bounds (exec.AbortListener): the aborted
@@ -1105,9 +1048,9 @@ func (p *windowProc[K, V, A]) OnAbort() {
 func (p *windowProc[K, V, A]) findNext() error {
 	var errs [3]error
 	var fire, expire int64
-	fire, errs[0] = firstIndex(p.st, prefixFire)
-	expire, errs[1] = firstIndex(p.st, prefixExpire)
-	p.nextProc, errs[2] = firstIndex(p.st, prefixProc)
+	fire, errs[0] = firstIndex(p.st, layout.WindowFire)
+	expire, errs[1] = firstIndex(p.st, layout.WindowExpire)
+	p.nextProc, errs[2] = firstIndex(p.st, layout.WindowProc)
 	p.nextEvent = min(fire, expire)
 	return errors.Join(errs[:]...)
 }
@@ -1131,21 +1074,21 @@ func (w *WindowStore[K, A]) Fetch(k K, fn func(window.Bounds, A) error) error {
 	if err != nil {
 		return err
 	}
-	pre := keyPrefix(kb)
-	return w.s.Range(pre, prefixEnd(pre), func(key, val []byte) error {
+	pre := layout.WindowKeyPrefix(kb)
+	return w.s.Range(pre, layout.PrefixEnd(pre), func(key, val []byte) error {
 		return w.each(key, val, func(_ Windowed[K], b window.Bounds, a A) error { return fn(b, a) })
 	})
 }
 
 // All calls fn for each window kept, ordered by key bytes, then start.
 func (w *WindowStore[K, A]) All(fn func(Windowed[K], A) error) error {
-	return w.s.Range([]byte{prefixData}, []byte{prefixData + 1}, func(key, val []byte) error {
+	return w.s.Range([]byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(key, val []byte) error {
 		return w.each(key, val, func(wk Windowed[K], _ window.Bounds, a A) error { return fn(wk, a) })
 	})
 }
 
 func (w *WindowStore[K, A]) each(key, val []byte, fn func(Windowed[K], window.Bounds, A) error) error {
-	kb, start, err := parseData(key)
+	kb, start, err := layout.ParseWindowKey(key)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -153,7 +154,7 @@ func (p *windowProc[K, V, A]) trimElements(key []byte, w *stored[A]) error {
 		return nil
 	}
 	pre := elementPrefix(key)
-	k, _, ok, err := p.st.First(pre, prefixEnd(pre))
+	k, _, ok, err := p.st.First(pre, layout.PrefixEnd(pre))
 	if err != nil || !ok || len(k) < 8 {
 		return err
 	}
@@ -168,7 +169,7 @@ func (p *windowProc[K, V, A]) loadElements(key []byte) ([]Element[V], [][]byte, 
 	var elems []Element[V]
 	var keys [][]byte
 	pre := elementPrefix(key)
-	err := p.st.Range(pre, prefixEnd(pre), func(k, val []byte) error {
+	err := p.st.Range(pre, layout.PrefixEnd(pre), func(k, val []byte) error {
 		if len(val) < 8 {
 			return fmt.Errorf("store %s: %w: element of %d bytes", p.m.Name(), window.ErrCorrupt, len(val))
 		}
@@ -245,7 +246,7 @@ func (p *windowProc[K, V, A]) clearElements(key []byte) error {
 func (p *windowProc[K, V, A]) loadKeys(key []byte) ([][]byte, [][]byte, error) {
 	var keys, vals [][]byte
 	pre := elementPrefix(key)
-	err := p.st.Range(pre, prefixEnd(pre), func(k, v []byte) error {
+	err := p.st.Range(pre, layout.PrefixEnd(pre), func(k, v []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
 		vals = append(vals, append([]byte(nil), v...))
 		return nil

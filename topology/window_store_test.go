@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -43,7 +44,7 @@ func TestWindowValueRoundTrip(t *testing.T) {
 						if shown != "-" && emitted {
 							w.shown = []byte(shown)
 						}
-						dk := dataKey(nil, []byte(key), w.b.Start)
+						dk := layout.WindowKey(nil, []byte(key), w.b.Start)
 						if err := p.put(dk, w); err != nil {
 							t.Fatal(err)
 						}

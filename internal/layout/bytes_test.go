@@ -1,7 +1,8 @@
-package topology
+package layout
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/sluice-streams/sluice/internal/testkeys"
@@ -25,17 +26,17 @@ func TestPrefixEnd(t *testing.T) {
 		{"trailing 0xffs", []byte{0x00, 0x7f, 0xff, 0xff, 0xff}, []byte{0x00, 0x80}},
 		{"inner 0xff", []byte{0xff, 'a', 0xff}, []byte{0xff, 'b'}},
 		{"trailing 0x00", []byte{'a', 0x00}, []byte{'a', 0x01}},
-		{"a map prefix", mapPrefix([]byte("k")), []byte{kindMap, 0x01, 'l'}},
+		{"a map prefix", []byte{'m', 0x01, 'k'}, []byte{'m', 0x01, 'l'}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			in := bytes.Clone(c.p)
-			got := prefixEnd(c.p)
+			got := PrefixEnd(c.p)
 			if !bytes.Equal(c.p, in) {
 				t.Fatalf("prefixEnd modified its argument: %x, was %x", c.p, in)
 			}
 			if (got == nil) != (c.want == nil) || !bytes.Equal(got, c.want) {
-				t.Fatalf("prefixEnd(%x) = %x (nil: %v), want %x (nil: %v)", c.p, got, got == nil, c.want, c.want == nil)
+				t.Fatalf("PrefixEnd(%x) = %x (nil: %v), want %x (nil: %v)", c.p, got, got == nil, c.want, c.want == nil)
 			}
 		})
 	}
@@ -43,7 +44,7 @@ func TestPrefixEnd(t *testing.T) {
 
 // TestPrefixEndBoundsExactlyThePrefix checks the bound against its
 // definition: over a small alphabet of edge bytes, a key lies in
-// [p, prefixEnd(p)) exactly when it begins with p; and for prefixes of
+// [p, PrefixEnd(p)) exactly when it begins with p; and for prefixes of
 // every length, the bound does not begin with p, lies above p's longest
 // extensions, and shares no bytes with p.
 func TestPrefixEndBoundsExactlyThePrefix(t *testing.T) {
@@ -64,7 +65,7 @@ func TestPrefixEndBoundsExactlyThePrefix(t *testing.T) {
 	}
 	keys := all(4)
 	for _, p := range all(3) {
-		end := prefixEnd(p)
+		end := PrefixEnd(p)
 		for _, k := range keys {
 			in := bytes.Compare(k, p) >= 0 && (end == nil || bytes.Compare(k, end) < 0)
 			if in != bytes.HasPrefix(k, p) {
@@ -75,34 +76,34 @@ func TestPrefixEndBoundsExactlyThePrefix(t *testing.T) {
 
 	prefixes := testkeys.Bytes()
 	for _, k := range testkeys.Bytes() {
-		prefixes = append(prefixes, mapPrefix(k), append(bytes.Clone(k), 0xff, 0xff))
+		prefixes = append(prefixes, append(binary.AppendUvarint([]byte{'m'}, uint64(len(k))), k...), append(bytes.Clone(k), 0xff, 0xff))
 	}
 	for _, p := range prefixes {
-		end := prefixEnd(p)
+		end := PrefixEnd(p)
 		if end == nil {
 			if len(bytes.Trim(p, "\xff")) != 0 {
-				t.Fatalf("prefixEnd(%x) = nil, but the prefix is not all 0xff", p)
+				t.Fatalf("PrefixEnd(%x) = nil, but the prefix is not all 0xff", p)
 			}
 			continue
 		}
 		if bytes.HasPrefix(end, p) {
-			t.Fatalf("prefixEnd(%x) = %x begins with the prefix", p, end)
+			t.Fatalf("PrefixEnd(%x) = %x begins with the prefix", p, end)
 		}
 		for _, ext := range [][]byte{p, append(bytes.Clone(p), 0xff), append(bytes.Clone(p), bytes.Repeat([]byte{0xff}, 200)...)} {
 			if bytes.Compare(ext, end) >= 0 {
-				t.Fatalf("prefixEnd(%x) = %x is not above %x", p, end, ext)
+				t.Fatalf("PrefixEnd(%x) = %x is not above %x", p, end, ext)
 			}
 		}
 		// Smallest: end is p cut after its last byte below 0xff, that
 		// byte plus one.
 		i := len(end) - 1
 		if !bytes.Equal(end[:i], p[:i]) || end[i] != p[i]+1 || len(bytes.Trim(p[i+1:], "\xff")) != 0 {
-			t.Fatalf("prefixEnd(%x) = %x is not the smallest bound", p, end)
+			t.Fatalf("PrefixEnd(%x) = %x is not the smallest bound", p, end)
 		}
 		in := bytes.Clone(p)
 		end[0] ^= 0x5a
 		if !bytes.Equal(p, in) {
-			t.Fatalf("prefixEnd(%x) shares its backing array with the prefix", in)
+			t.Fatalf("PrefixEnd(%x) shares its backing array with the prefix", in)
 		}
 	}
 }
