@@ -1,10 +1,10 @@
 package topology
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 )
 
@@ -102,44 +102,10 @@ func ToStream[K, V any](tb Table[K, V]) Stream[K, V] {
 	return Stream[K, V]{t: tb.t, n: n, ks: tb.ks, vs: tb.vs}
 }
 
-// toStream adds ToStream's node. In a typed chain, where a change arrives
-// with its types, an upsert goes on typed and a delete (a tombstone, which
-// a chain cannot carry) takes the erased path of the node's Processor.
+// toStream adds ToStream's node (ops.ToStream, typed by ops.ToStreamTyped).
 func toStream[K, V any](tb Table[K, V]) *exec.Node {
-	n := tb.t.add(&exec.Node{Name: tb.t.name("", "TOSTREAM"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-		ch, ok := r.Value.(exec.Change)
-		switch {
-		case !ok:
-			return fmt.Errorf("topology: table node forwarded %T, not a change", r.Value)
-		case ch.New != nil:
-			r.Value = ch.New
-		case ch.Old != nil:
-			r.Value = exec.Tombstone
-		default:
-			return nil
-		}
-		return c.Forward(r)
-	})}, tb.n)
-	n.Typed = &exec.Typed{
-		Link: func(f *exec.Frame, p exec.Processor, next any) any {
-			emit, ok := next.(func(K, V) error)
-			if !ok {
-				return nil
-			}
-			return func(k K, ch exec.ChangeOf[V]) error {
-				f.At(n, exec.Processing)
-				switch {
-				case ch.HasNew:
-					return emit(k, ch.New)
-				case ch.HasOld:
-					return p.Process(exec.Record{Key: k, Value: ch.Erase(), Timestamp: f.Timestamp, Headers: f.Headers})
-				}
-				return nil
-			}
-		},
-		Out: exec.ChainOut[K, V],
-		Fan: exec.ChainFan[K, V],
-	}
+	n := tb.t.add(&exec.Node{Name: tb.t.name("", "TOSTREAM"), Kind: exec.KindProcessor, New: newFn(ops.ToStream)}, tb.n)
+	n.Typed = ops.ToStreamTyped[K, V](n)
 	return n
 }
 
@@ -189,56 +155,17 @@ func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
-// updateNode is the node of an aggregation into m: on the erased path and
-// in typed chains alike, read the key's value, compute the new one with fn,
-// store it and forward the change (or hold it, folding).
+// updateNode is the node of an aggregation into m (ops.Update): on the
+// erased path and in typed chains alike, read the key's value, compute the
+// new one with fn, store it and forward the change (or hold it, folding).
 func updateNode[K, V, A any](m Materialization[K, A], name string, fn func(k K, v V, old A, ok bool) A) *exec.Node {
+	st := m.kvStore()
 	n := m.folding(&exec.Node{
 		Name:   name,
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
-		New:    func() exec.Processor { return &updateProc[K, V, A]{tableWriter: tableWriter[K, A]{m: m}, fn: fn} },
+		New:    func() exec.Processor { return ops.NewUpdate(st, fn) },
 	})
-	n.Typed = tableTyped(func(p exec.Processor, f *exec.Frame, out func(K, exec.ChangeOf[A]) error) any {
-		u := p.(*updateProc[K, V, A])
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			ch, err := u.update(k, v)
-			if err != nil {
-				return err
-			}
-			held, err := u.write(k, ch, f.Timestamp, f.Headers)
-			if held || err != nil {
-				return err
-			}
-			return out(k, ch)
-		}
-	})
+	n.Typed = ops.UpdateTyped[K, V, A](n)
 	return n
-}
-
-type updateProc[K, V, A any] struct {
-	tableWriter[K, A]
-	fn func(K, V, A, bool) A
-}
-
-// update computes the change of k's aggregate that v makes.
-func (p *updateProc[K, V, A]) update(k K, v V) (exec.ChangeOf[A], error) {
-	old, ok, err := p.get(k)
-	if err != nil {
-		return exec.ChangeOf[A]{}, err
-	}
-	return exec.ChangeOf[A]{Old: old, HasOld: ok, New: p.fn(k, v, old, ok), HasNew: true}, nil
-}
-
-func (p *updateProc[K, V, A]) Process(r exec.Record) error {
-	if r.Value == exec.Tombstone {
-		return nil // aggregations ignore deletes, as Kafka Streams' ignore nulls
-	}
-	k := r.Key.(K)
-	ch, err := p.update(k, r.Value.(V))
-	if err != nil {
-		return err
-	}
-	return p.change(r, k, ch)
 }

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/ops"
 )
 
 // Joins of a stream or a table with a table need both sides in one task:
@@ -64,47 +65,17 @@ func streamTableJoin[K, V, VT, VR any](s Stream[K, V], tb Table[K, VT], kind str
 			s = repartition(s, m.Name()+"-join", tb.ks, s.vs)
 		}
 	}
+	st := m.kvStore()
 	n := t.add(&exec.Node{
 		Name:   t.name("", kind),
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
 		New: func() exec.Processor {
-			return &streamTableJoinProc[K, V, VT, VR]{m: m, join: join}
+			return ops.NewStreamTableJoin(st, join)
 		},
 	}, s.n, tb.n)
 	return Stream[K, VR]{t: t, n: n, ks: s.ks}
 }
-
-type streamTableJoinProc[K, V, VT, VR any] struct {
-	m    Materialization[K, VT]
-	kv   *KV[K, VT]
-	ctx  exec.Context
-	join func(K, V, VT, bool) (VR, bool)
-}
-
-func (p *streamTableJoinProc[K, V, VT, VR]) Init(ctx exec.Context) error {
-	p.ctx, p.kv = ctx, p.m.open(ctx)
-	return nil
-}
-
-func (p *streamTableJoinProc[K, V, VT, VR]) Process(r exec.Record) error {
-	if _, fromTable := r.Value.(exec.Change); fromTable || r.Value == exec.Tombstone {
-		return nil // table updates trigger nothing; a stream delete joins nothing
-	}
-	k := r.Key.(K)
-	vt, ok, err := p.kv.Get(k)
-	if err != nil {
-		return err
-	}
-	out, keep := p.join(k, r.Value.(V), vt, ok)
-	if !keep {
-		return nil
-	}
-	r.Value = out
-	return p.ctx.Forward(r)
-}
-
-func (p *streamTableJoinProc[K, V, VT, VR]) Close() error { return nil }
 
 // JoinTables joins two tables on their keys (Kafka Streams'
 // KTable.join(KTable)): a row exists in the result while both sides have
@@ -153,10 +124,10 @@ func OuterJoinTables[K, VL, VR, V any](l Table[K, VL], r Table[K, VR], joiner fu
 	})
 }
 
-// tableTableJoin adds one node per side: a change on one side is joined
-// with the other side's current value (read from its store), before and
-// after, and forwarded as the joined change. The two sides merge into the
-// result table's node.
+// tableTableJoin adds one node per side (ops.TableJoinSide): a change on
+// one side is joined with the value the other side last forwarded (read
+// from its store), before and after, and forwarded as the joined change.
+// The two sides merge into the result table's node.
 func tableTableJoin[K, VL, VR, V any](l Table[K, VL], r Table[K, VR], kind string, join func(K, VL, bool, VR, bool) (V, bool)) Table[K, V] {
 	t := l.t
 	if l.t != r.t {
@@ -170,21 +141,14 @@ func tableTableJoin[K, VL, VR, V any](l Table[K, VL], r Table[K, VR], kind strin
 	side := func(name string, store string, parent *exec.Node, mk func() exec.Processor) *exec.Node {
 		return t.add(&exec.Node{Name: t.name("", name), Kind: exec.KindProcessor, Stores: []string{store}, New: mk}, parent)
 	}
+	lst, rst := lm.kvStore(), rm.kvStore()
 	left := side(kind+"-LEFT", rm.Name(), l.n, func() exec.Processor {
-		return &tableJoinSide[K, VL, VR, V]{other: rm, join: func(k K, own any, other VR, ok bool) (V, bool) {
-			if own == nil {
-				return join(k, *new(VL), false, other, ok)
-			}
-			return join(k, own.(VL), true, other, ok)
-		}}
+		return ops.NewTableJoinSide(rst, join)
 	})
 	right := side(kind+"-RIGHT", lm.Name(), r.n, func() exec.Processor {
-		return &tableJoinSide[K, VR, VL, V]{other: lm, join: func(k K, own any, other VL, ok bool) (V, bool) {
-			if own == nil {
-				return join(k, other, ok, *new(VR), false)
-			}
-			return join(k, other, ok, own.(VR), true)
-		}}
+		return ops.NewTableJoinSide(lst, func(k K, own VR, ownOK bool, other VL, ok bool) (V, bool) {
+			return join(k, other, ok, own, ownOK)
+		})
 	})
 	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
 		return c.Forward(r)
@@ -193,47 +157,3 @@ func tableTableJoin[K, VL, VR, V any](l Table[K, VL], r Table[K, VR], kind strin
 	// sub-topology, which the edges above guarantee.
 	return Table[K, V]{t: t, n: n, ks: l.ks}
 }
-
-// tableJoinSide joins the changes of one table with the other's store.
-type tableJoinSide[K, Own, Other, V any] struct {
-	other Materialization[K, Other]
-	kv    *KV[K, Other]
-	ctx   exec.Context
-	join  func(k K, own any, other Other, ok bool) (V, bool)
-}
-
-func (p *tableJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
-	p.ctx, p.kv = ctx, p.other.open(ctx)
-	return nil
-}
-
-func (p *tableJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
-	ch := r.Value.(exec.Change)
-	k := r.Key.(K)
-	other, ok, err := p.kv.forwarded(k)
-	if err != nil {
-		return err
-	}
-	// The other side did not change: join this side's old and new value
-	// (nil: absent) with the value the other side last forwarded. The
-	// joined old value is then exactly what the join last emitted for the
-	// key, since every change of either side is joined with the value the
-	// other last forwarded. The other side's newest value would not do:
-	// with folding (fold.updates) its store is ahead of what it forwarded
-	// until its held update goes out at the flush, and a retraction made of
-	// it would retract a row never emitted (issue 15).
-	var out exec.Change
-	if v, keep := p.join(k, ch.Old, other, ok); keep {
-		out.Old = v
-	}
-	if v, keep := p.join(k, ch.New, other, ok); keep {
-		out.New = v
-	}
-	if out.Old == nil && out.New == nil {
-		return nil
-	}
-	r.Value = out
-	return p.ctx.Forward(r)
-}
-
-func (p *tableJoinSide[K, Own, Other, V]) Close() error { return nil }

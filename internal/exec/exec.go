@@ -257,7 +257,7 @@ type Store struct {
 	// out by sluice and remove their entries as time passes; with a
 	// Retention their changelogs are compact,delete, retained that long.
 	// The first of a sub-topology's windowed stores also holds the task's
-	// time state under TimeStateKey, so that it commits with everything
+	// time state under layout.TimeStateKey, so that it commits with everything
 	// else.
 	Windowed  bool
 	Retention time.Duration
@@ -292,12 +292,6 @@ type StoreQuery struct {
 	// window of the encoded key held by s, oldest first.
 	Windows func(s *store.Staged, key []byte, fn func(start, end int64, value any) error) error
 }
-
-// TimeStateKey is the key, in the first windowed store of a sub-topology
-// (or its time store, see Store.TimeState), of the task's committed time
-// state (watermarks and stream time). Window store keys all begin with a
-// lower-case letter, so it cannot collide.
-var TimeStateKey = []byte("T")
 
 // SubTopology is a connected part of the plan: the unit of a task.
 type SubTopology struct {

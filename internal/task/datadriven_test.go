@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
@@ -428,7 +429,7 @@ func (h *ddHarness) fmtRecord(r *kgo.Record) string {
 	store, isChangelog := h.changelogStore(r.Topic)
 	_, windowedStore := h.fx.windowed[store]
 	switch {
-	case isChangelog && (windowedStore || string(r.Key) == string(exec.TimeStateKey)):
+	case isChangelog && (windowedStore || string(r.Key) == string(layout.TimeStateKey)):
 		fmt.Fprintf(&b, " key=%s", fmtWindowStoreKey(r.Key))
 		if r.Value == nil {
 			b.WriteString(" delete")
@@ -482,7 +483,7 @@ func (h *ddHarness) dumpStore(t *testing.T, td *datadriven.TestData, name string
 	} else {
 		fmt.Fprintf(&b, "checkpoint %d\n", cp)
 	}
-	if v, ok, err := eng.Get(exec.TimeStateKey); err != nil {
+	if v, ok, err := eng.Get(layout.TimeStateKey); err != nil {
 		t.Fatal(err)
 	} else if ok {
 		b.WriteString(h.fmtTimeState(v))
@@ -500,7 +501,7 @@ func (h *ddHarness) dumpStore(t *testing.T, td *datadriven.TestData, name string
 		return b.String()
 	}
 	err = eng.Range(nil, nil, func(k, v []byte) error {
-		if string(k) == string(exec.TimeStateKey) {
+		if string(k) == string(layout.TimeStateKey) {
 			return nil
 		}
 		if h.fx.kv[name] {
@@ -518,17 +519,18 @@ func (h *ddHarness) dumpStore(t *testing.T, td *datadriven.TestData, name string
 
 // fmtTimeState decodes the time state (see saveTime).
 func (h *ddHarness) fmtTimeState(v []byte) string {
-	if len(v) < 9 || v[0] != timeStateVersion {
+	streamTime, state, err := layout.ParseTimeState(v)
+	if err != nil {
 		return fmt.Sprintf("time state: bad %x\n", v)
 	}
 	tr, err := window.NewTracker(window.Monotonous(), h.tk.clock.tracker.Inputs())
 	if err != nil {
 		return fmt.Sprintf("time state: %v\n", err)
 	}
-	if err := tr.UnmarshalBinary(v[9:]); err != nil {
+	if err := tr.UnmarshalBinary(state); err != nil {
 		return fmt.Sprintf("time state: %v\n", err)
 	}
-	s := fmt.Sprintf("time state: stream time %s, watermark %s", fmtWM(int64(binary.BigEndian.Uint64(v[1:]))), fmtWM(tr.Watermark()))
+	s := fmt.Sprintf("time state: stream time %s, watermark %s", fmtWM(streamTime), fmtWM(tr.Watermark()))
 	for i := range tr.Inputs() {
 		s += fmt.Sprintf(", input %d %s", i, fmtWM(tr.InputWatermark(i)))
 		if tr.InputIdle(i) {
@@ -588,7 +590,7 @@ func fmtWindowedKey(b []byte) string {
 // topology/window.go says: the window's data, its event timer (f), its
 // processing timer (p), its removal (x); and the task's time state (T).
 func fmtWindowStoreKey(k []byte) string {
-	if string(k) == string(exec.TimeStateKey) {
+	if string(k) == string(layout.TimeStateKey) {
 		return "T(time-state)"
 	}
 	readTime := func(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }

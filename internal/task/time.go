@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -299,24 +300,19 @@ func (t *Task) announce() {
 	}
 }
 
-// Time state, version 1: version uint8, stream time int64, then the
-// tracker's state (window.Tracker.MarshalBinary).
-const timeStateVersion = 1
-
-// saveTime writes the time state to the time store when it changed, before
-// the stores flush, so it commits with the offsets it reflects.
+// saveTime writes the time state (layout/time.go) to the time store when
+// it changed, before the stores flush, so it commits with the offsets it
+// reflects.
 func (t *Task) saveTime() error {
 	if t.sub.TimeStore == "" {
 		return nil
 	}
-	b := []byte{timeStateVersion}
-	b = binary.BigEndian.AppendUint64(b, uint64(t.streamTime))
-	b, _ = t.clock.tracker.AppendBinary(b)
+	b := layout.AppendTimeState(nil, t.streamTime, t.clock.tracker)
 	if string(b) == string(t.clock.saved) {
 		return nil
 	}
 	t.clock.saved = b
-	return t.stores[t.sub.TimeStore].Put(exec.TimeStateKey, b)
+	return t.stores[t.sub.TimeStore].Put(layout.TimeStateKey, b)
 }
 
 // loadTime restores the committed time state, after the stores restored.
@@ -324,17 +320,18 @@ func (t *Task) loadTime() error {
 	if t.sub.TimeStore == "" {
 		return nil
 	}
-	b, ok, err := t.stores[t.sub.TimeStore].Get(exec.TimeStateKey)
+	b, ok, err := t.stores[t.sub.TimeStore].Get(layout.TimeStateKey)
 	if err != nil || !ok {
 		return err
 	}
-	if len(b) < 9 || b[0] != timeStateVersion {
-		return fmt.Errorf("processor: task %s: time state in store %s: %w", t.id, t.sub.TimeStore, window.ErrCorrupt)
+	streamTime, tracker, err := layout.ParseTimeState(b)
+	if err != nil {
+		return fmt.Errorf("processor: task %s: time state in store %s: %w", t.id, t.sub.TimeStore, err)
 	}
-	if err := t.clock.tracker.UnmarshalBinary(b[9:]); err != nil {
+	if err := t.clock.tracker.UnmarshalBinary(tracker); err != nil {
 		return fmt.Errorf("processor: task %s: time state in store %s (did the topology's inputs change? reset the application): %w", t.id, t.sub.TimeStore, err)
 	}
-	t.streamTime = int64(binary.BigEndian.Uint64(b[1:]))
+	t.streamTime = streamTime
 	t.committedStreamTime = t.streamTime
 	t.clock.saved = append([]byte(nil), b...)
 	t.clock.committedSaved = append([]byte(nil), b...)
