@@ -24,8 +24,8 @@ func kvQuery[K, V any](ks serde.Serde[K], vs serde.Serde[V]) *exec.StoreQuery {
 	}
 }
 
-// windowQuery is the erased read side of a window or session store laid out
-// as window.go says.
+// windowQuery is the erased read side of a window or session store, read
+// through internal/layout (WindowView).
 func windowQuery[K, A any](m Materialization[K, A]) *exec.StoreQuery {
 	q := kvQuery(m.ks, m.vs)
 	if q == nil {
