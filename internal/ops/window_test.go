@@ -316,6 +316,45 @@ func TestWindowElementsCountWindows(t *testing.T) {
 	})
 }
 
+// TestWindowSessionElementsMerge: in element mode, a bridging record
+// leaves the elements of the absorbed session that starts where the merged
+// one does under their keys, re-files the other's after them, and fires the
+// merged session with all of them in that order; nothing is retracted (the
+// results are a stream), and nothing is left once the session closes.
+func TestWindowSessionElementsMerge(t *testing.T) {
+	keys := windowTestKeys()
+	fire := func(k string, b window.Bounds, es []Element[int64]) []any {
+		var vs []string
+		for _, e := range es {
+			vs = append(vs, fmt.Sprintf("%d@%d", e.Value, e.Timestamp))
+		}
+		return []any{strings.Join(vs, "+")}
+	}
+	p, ctx := windowTestNew(t, WindowConfig[string, int64, int64]{
+		Windows: window.InactivityGap(10 * time.Millisecond), Trigger: window.EveryRecord(),
+		Elements: &WindowElements[string, int64]{Values: serde.Int64, Fire: fire},
+	}, store.NewMemory())
+	for _, k := range keys {
+		ctx.out = nil
+		for _, r := range []struct{ v, ts int64 }{{1, 0}, {2, 20}, {3, 10}} {
+			if err := ctx.process(p, k, r.v, r.ts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := windowTestName(k)
+		want := []string{n + "[0,1)=1@0@0", n + "[20,21)=2@20@20", n + "[0,21)=1@0+2@20+3@10@20"}
+		if !slices.Equal(ctx.out, want) {
+			t.Fatalf("key %d bytes:\n got %v\nwant %v", len(k), ctx.out, want)
+		}
+	}
+	if err := p.OnWatermark(30); err != nil {
+		t.Fatal(err)
+	}
+	if left := windowDump(t, ctx.st); len(left) != 0 {
+		t.Fatalf("closed sessions left %d entries, first %s", len(left), left[0])
+	}
+}
+
 // TestWindowProcessingTimeTimers: a processing-time trigger fires when the
 // clock passed in reaches the window's timer, not before.
 func TestWindowProcessingTimeTimers(t *testing.T) {
