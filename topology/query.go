@@ -8,8 +8,8 @@ import (
 	"github.com/sluice-streams/sluice/window"
 )
 
-// windowQuery is the erased read side of a window or session store laid out
-// as window.go says.
+// windowQuery is the erased read side of a window or session store, read
+// through internal/layout (WindowView).
 func windowQuery[K, A any](m Materialization[K, A]) *exec.StoreQuery {
 	q := ops.KVQuery(m.ks, m.vs)
 	if q == nil {

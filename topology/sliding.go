@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -50,7 +51,7 @@ import (
 //     still change holds it: ts + d + lateness <= the watermark.
 //
 // Store layout, beside window.go's: windows use its d, f and x entries
-// with its value encoding (stored), so WindowView reads a sliding store
+// with its value encoding (layout.WindowValue), so WindowView reads a sliding store
 // like any window store; records and their expiry index have letters of
 // their own:
 //
@@ -139,10 +140,9 @@ type slidingProc[K, V, A any] struct {
 	d, lateness int64
 	emit        slidingEmit
 	fn          func(K, V, A, bool) A
-	// codec reads and writes window states, scans indexes and forwards
-	// results and late records exactly as windowProc does (its m, st,
-	// ctx, lateChild and results are set).
-	codec windowProc[K, V, A]
+	// codec reads and writes window states and forwards results and late
+	// records exactly as the window runtime does.
+	codec *ops.WindowStates[K, A]
 
 	ctx       exec.Context
 	st        *store.Staged
@@ -163,12 +163,8 @@ type slidingRecord[V any] struct {
 
 func (p *slidingProc[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx, p.st = ctx, ctx.Store(p.m.Name())
-	p.codec = windowProc[K, V, A]{m: p.m, st: p.st, ctx: ctx, lateChild: p.lateChild}
-	for _, c := range ctx.Children() {
-		if c != p.lateChild {
-			p.codec.results = append(p.codec.results, c)
-		}
-	}
+	p.codec = ops.NewWindowStates(p.m.Name(), p.m.ks, p.m.vs, windowedKey[K], p.lateChild)
+	p.codec.Init(ctx)
 	return p.findNext()
 }
 
@@ -187,7 +183,7 @@ func (p *slidingProc[K, V, A]) Process(r exec.Record) error {
 	}
 	wm := p.ctx.Watermark()
 	if ts+p.lateness <= wm {
-		return p.codec.lateRecord(r) // its left window has closed
+		return p.codec.Late(r) // its left window has closed
 	}
 	kb, err := p.m.ks.Encode(k)
 	if err != nil {
@@ -245,10 +241,10 @@ func (p *slidingProc[K, V, A]) Process(r exec.Record) error {
 			continue // r's right window, already made by a later record: r is not in it
 		}
 		if old {
-			w.agg, w.hasAgg = p.fn(k, v, w.agg, w.hasAgg), true
-			w.count++
+			w.Agg, w.HasAgg = p.fn(k, v, w.Agg, w.HasAgg), true
+			w.Count++
 		} else {
-			w = stored[A]{b: window.Bounds{Start: s, End: s + p.d + 1}, eventTimer: window.NoTimer, procTime: window.NoTimer}
+			w = ops.NewWindowState[A](window.Bounds{Start: s, End: s + p.d + 1})
 			if err := p.fold(k, &w, recs); err != nil {
 				return err
 			}
@@ -276,10 +272,10 @@ func (p *slidingProc[K, V, A]) keep(kb []byte, ts, seq int64, v V) error {
 }
 
 // fold computes new window w from the records it covers.
-func (p *slidingProc[K, V, A]) fold(k K, w *stored[A], recs []slidingRecord[V]) error {
+func (p *slidingProc[K, V, A]) fold(k K, w *ops.WindowState[A], recs []slidingRecord[V]) error {
 	for i := range recs {
 		q := &recs[i]
-		if !w.b.Contains(q.ts) {
+		if !w.Bounds.Contains(q.ts) {
 			continue
 		}
 		if !q.decoded {
@@ -289,18 +285,18 @@ func (p *slidingProc[K, V, A]) fold(k K, w *stored[A], recs []slidingRecord[V]) 
 			}
 			q.v, q.decoded = v, true
 		}
-		w.agg, w.hasAgg = p.fn(k, q.v, w.agg, w.hasAgg), true
-		w.count++
+		w.Agg, w.HasAgg = p.fn(k, q.v, w.Agg, w.HasAgg), true
+		w.Count++
 	}
 	return nil
 }
 
 // changed files window w, just changed or made by a record judged against
 // wm, and emits it if its emit option says so now.
-func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w stored[A], isNew bool, wm int64) error {
-	key := layout.WindowKey(nil, kb, w.b.Start)
+func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w ops.WindowState[A], isNew bool, wm int64) error {
+	key := layout.WindowKey(nil, kb, w.Bounds.Start)
 	if isNew {
-		closeAt := w.b.End - 1 + p.lateness
+		closeAt := w.Bounds.End - 1 + p.lateness
 		p.next = min(p.next, closeAt)
 		if err := p.st.Put(layout.IndexKey(layout.WindowExpire, closeAt, key), layout.IndexValue); err != nil {
 			return err
@@ -308,31 +304,31 @@ func (p *slidingProc[K, V, A]) changed(k K, kb []byte, w stored[A], isNew bool, 
 	}
 	switch p.emit {
 	case slidingEveryUpdate:
-		if err := p.codec.forward(k, w); err != nil {
+		if err := p.codec.Forward(k, w); err != nil {
 			return err
 		}
 	case slidingOnWatermark:
-		if fireAt := w.b.End - 1; fireAt <= wm {
+		if fireAt := w.Bounds.End - 1; fireAt <= wm {
 			// A late update (or a window made late): emit it now, and
 			// drop a firing still due, which would repeat it.
-			if err := p.codec.forward(k, w); err != nil {
+			if err := p.codec.Forward(k, w); err != nil {
 				return err
 			}
-			if w.eventTimer != window.NoTimer {
-				if err := p.st.Delete(layout.IndexKey(layout.WindowFire, w.eventTimer, key)); err != nil {
+			if w.EventTimer != window.NoTimer {
+				if err := p.st.Delete(layout.IndexKey(layout.WindowFire, w.EventTimer, key)); err != nil {
 					return err
 				}
-				w.eventTimer = window.NoTimer
+				w.EventTimer = window.NoTimer
 			}
-		} else if w.eventTimer == window.NoTimer {
-			w.eventTimer = fireAt
+		} else if w.EventTimer == window.NoTimer {
+			w.EventTimer = fireAt
 			p.next = min(p.next, fireAt)
 			if err := p.st.Put(layout.IndexKey(layout.WindowFire, fireAt, key), layout.IndexValue); err != nil {
 				return err
 			}
 		}
 	}
-	return p.codec.put(key, w)
+	return p.codec.Put(key, w)
 }
 
 func recordPrefix(kb []byte) []byte {
@@ -361,11 +357,11 @@ func (p *slidingProc[K, V, A]) records(kb []byte, from, to int64) ([]slidingReco
 }
 
 // windows reads the windows of the key kb starting in [from, to].
-func (p *slidingProc[K, V, A]) windows(kb []byte, from, to int64) (map[int64]stored[A], error) {
-	ws := map[int64]stored[A]{}
+func (p *slidingProc[K, V, A]) windows(kb []byte, from, to int64) (map[int64]ops.WindowState[A], error) {
+	ws := map[int64]ops.WindowState[A]{}
 	err := p.st.Range(layout.WindowKey(nil, kb, from), layout.WindowKey(nil, kb, to+1), func(k, v []byte) error {
 		start := layout.ReadTime(k[len(k)-8:])
-		w, err := p.codec.decode(start, v)
+		w, err := p.codec.Decode(start, v)
 		ws[start] = w
 		return err
 	})
@@ -395,11 +391,11 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 		if !ok {
 			continue
 		}
-		w.eventTimer = window.NoTimer
-		if err := p.codec.forward(k, w); err != nil {
+		w.EventTimer = window.NoTimer
+		if err := p.codec.Forward(k, w); err != nil {
 			return err
 		}
-		if err := p.codec.put(key, w); err != nil {
+		if err := p.codec.Put(key, w); err != nil {
 			return err
 		}
 	}
@@ -414,13 +410,13 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 		if ok && p.emit == slidingFinal {
-			if err := p.codec.forward(k, w); err != nil {
+			if err := p.codec.Forward(k, w); err != nil {
 				return err
 			}
 		}
 		err = errors.Join(p.st.Delete(ik), p.st.Delete(key))
-		if ok && w.eventTimer != window.NoTimer {
-			err = errors.Join(err, p.st.Delete(layout.IndexKey(layout.WindowFire, w.eventTimer, key)))
+		if ok && w.EventTimer != window.NoTimer {
+			err = errors.Join(err, p.st.Delete(layout.IndexKey(layout.WindowFire, w.EventTimer, key)))
 		}
 		if err != nil {
 			return err
@@ -440,8 +436,8 @@ func (p *slidingProc[K, V, A]) OnWatermark(wm int64) error {
 }
 
 // window reads the window stored under key, with its record key.
-func (p *slidingProc[K, V, A]) window(key []byte) (k K, w stored[A], ok bool, err error) {
-	w, ok, err = p.codec.get(key)
+func (p *slidingProc[K, V, A]) window(key []byte) (k K, w ops.WindowState[A], ok bool, err error) {
+	w, ok, err = p.codec.Get(key)
 	if err != nil || !ok {
 		return k, w, ok, err
 	}
@@ -455,7 +451,7 @@ func (p *slidingProc[K, V, A]) window(key []byte) (k K, w stored[A], ok bool, er
 	return k, w, true, nil
 }
 
-// OnAbort forgets the due-time bound, as windowProc.OnAbort does.
+// OnAbort forgets the due-time bound, as the window runtime (ops.Window) does.
 func (p *slidingProc[K, V, A]) OnAbort() { p.next = math.MinInt64 }
 
 // findNext sets next from the indexes.

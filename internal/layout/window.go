@@ -12,10 +12,11 @@ import (
 // lower-case letter, so the task's time state (TimeStateKey) cannot
 // collide:
 //
-//	d uvarint(len(key)) key start → the window's state
+//	d uvarint(len(key)) key start → the window's state (WindowValue)
 //	f at <d-suffix>               → 1   the window's event timer
 //	p at <d-suffix>               → 1   the window's processing-time timer
 //	x at <d-suffix>               → 1   remove the window when the watermark reaches at
+//	e <d-suffix> seq              → one record kept in the window (elements.go)
 //
 // An index key is its prefix, the time it is due, and the data key without
 // its prefix byte, so that it turns back into the data key
@@ -66,4 +67,127 @@ func ParseWindowKey(k []byte) (kb []byte, start int64, err error) {
 // WindowKeyFromIndex turns an index key back into its window key.
 func WindowKeyFromIndex(ik []byte) []byte {
 	return append([]byte{WindowData}, ik[9:]...)
+}
+
+// WindowValue is the value of a window's data key, without its aggregate:
+//
+//	end int64, count int64, event timer int64, processing timer int64,
+//	next element seq int64, flags uint8,
+//	[uvarint since-fire]           (flags bit 2)
+//	[uvarint len, emitted result]  (flags bit 3)
+//	aggregate                      (flags bit 0; empty when the records are kept as elements)
+//
+// The int64s are 8 bytes big-endian (two's complement, unlike the times in
+// keys). Flags: bit 0 the window holds records; bit 1 a result of the
+// window (its bounds) went downstream and was not retracted since; bit 2
+// the entry has the since-fire count and bit 1 is meaningful (every entry
+// written now); bit 3 the emitted result differs from the aggregate, and
+// is stored before it (with bit 1 set and bit 3 clear, what went out is
+// the aggregate; only sessions keep a differing one, for their
+// retraction). An entry without bit 2 was written before these facts were
+// kept (Legacy): its since-fire count is its count, and whether it was
+// emitted is for its reader to infer; only bit 0 may be set.
+type WindowValue struct {
+	End                   int64
+	Count                 int64
+	EventTimer, ProcTimer int64
+	// Seq numbers the window's next element (elements.go).
+	Seq       int64
+	SinceFire int64
+	// Records: the window holds records (flags bit 0), an aggregate or
+	// elements.
+	Records bool
+	// Emitted is flags bit 1.
+	Emitted bool
+	// Shown is the emitted result when it is stored (flags bit 3), nil
+	// otherwise. Parsed, it shares the value's bytes.
+	Shown []byte
+	// Legacy: written without bit 2; Emitted is false, SinceFire is Count.
+	// AppendWindowValue ignores it: every entry written has bit 2.
+	Legacy bool
+}
+
+// The flag bits of a WindowValue.
+const (
+	windowFlagRecords = 1 << 0
+	windowFlagEmitted = 1 << 1
+	windowFlagKept    = 1 << 2
+	windowFlagShown   = 1 << 3
+	windowFlagsAll    = windowFlagRecords | windowFlagEmitted | windowFlagKept | windowFlagShown
+)
+
+// WindowValueHeader is the length of a WindowValue's fixed part, up to and
+// including its flags.
+const WindowValueHeader = 8 + 8 + 8 + 8 + 8 + 1
+
+// AppendWindowValue appends the encoding of v followed by agg, the encoded
+// aggregate (nil when the window holds none, or keeps elements), to dst.
+// v.Shown is written when it is not nil: whether it differs from the
+// aggregate is for the caller to decide.
+func AppendWindowValue(dst []byte, v WindowValue, agg []byte) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v.End))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v.Count))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v.EventTimer))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v.ProcTimer))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(v.Seq))
+	flags := byte(windowFlagKept)
+	if v.Records {
+		flags |= windowFlagRecords
+	}
+	if v.Emitted {
+		flags |= windowFlagEmitted
+	}
+	if v.Shown != nil {
+		flags |= windowFlagShown
+	}
+	dst = append(dst, flags)
+	dst = binary.AppendUvarint(dst, uint64(v.SinceFire))
+	if v.Shown != nil {
+		dst = binary.AppendUvarint(dst, uint64(len(v.Shown)))
+		dst = append(dst, v.Shown...)
+	}
+	return append(dst, agg...)
+}
+
+// ParseWindowValue reads a window's value; agg is the encoded aggregate,
+// the rest of val (empty in element mode). Undefined flags, a legacy entry
+// with new flags and truncated fields are window.ErrCorrupt.
+func ParseWindowValue(val []byte) (v WindowValue, agg []byte, err error) {
+	corrupt := func() (WindowValue, []byte, error) {
+		return WindowValue{}, nil, fmt.Errorf("%w: window value of %d bytes", window.ErrCorrupt, len(val))
+	}
+	if len(val) < WindowValueHeader {
+		return corrupt()
+	}
+	flags := val[40]
+	if flags&^windowFlagsAll != 0 || flags&windowFlagKept == 0 && flags&^windowFlagRecords != 0 {
+		return corrupt()
+	}
+	v = WindowValue{
+		End:        int64(binary.BigEndian.Uint64(val)),
+		Count:      int64(binary.BigEndian.Uint64(val[8:])),
+		EventTimer: int64(binary.BigEndian.Uint64(val[16:])),
+		ProcTimer:  int64(binary.BigEndian.Uint64(val[24:])),
+		Seq:        int64(binary.BigEndian.Uint64(val[32:])),
+		Records:    flags&windowFlagRecords != 0,
+		Emitted:    flags&windowFlagEmitted != 0,
+	}
+	rest := val[WindowValueHeader:]
+	if flags&windowFlagKept == 0 {
+		v.SinceFire, v.Legacy = v.Count, true
+		return v, rest, nil
+	}
+	since, n := binary.Uvarint(rest)
+	if n <= 0 {
+		return corrupt()
+	}
+	v.SinceFire, rest = int64(since), rest[n:]
+	if flags&windowFlagShown != 0 {
+		l, n := binary.Uvarint(rest)
+		if n <= 0 || uint64(len(rest)-n) < l {
+			return corrupt()
+		}
+		v.Shown, rest = rest[n:n+int(l)], rest[n+int(l):]
+	}
+	return v, rest, nil
 }

@@ -1,12 +1,10 @@
-package topology
+package ops
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
@@ -14,16 +12,12 @@ import (
 	"github.com/sluice-streams/sluice/window"
 )
 
-func windowStoreProc(tr window.Trigger, sessions bool) *windowProc[string, string, string] {
-	p := &windowProc[string, string, string]{
-		m:   Materialized("w", serde.String, serde.String),
-		cfg: windowConfig{trigger: tr},
-		st:  store.NewStaged("w", store.NewMemory()),
+func windowStoreProc(tr window.Trigger, sessions bool) *WindowStates[string, string] {
+	s := &WindowStates[string, string]{
+		name: "w", ks: serde.String, vs: serde.String, trigger: tr, sessions: sessions,
+		st: store.NewStaged("w", store.NewMemory()),
 	}
-	if sessions {
-		p.sessions, p.isSessions = window.InactivityGap(30*time.Millisecond), true
-	}
-	return p
+	return s
 }
 
 // TestWindowValueRoundTrip: every combination of the stored facts comes
@@ -36,26 +30,26 @@ func TestWindowValueRoundTrip(t *testing.T) {
 				for _, hasAgg := range []bool{false, true} {
 					for _, emitted := range []bool{false, true} {
 						p := windowStoreProc(window.OnWatermark(), true)
-						w := stored[string]{b: window.Bounds{Start: -5, End: 1 << 40}, count: 7, eventTimer: window.NoTimer,
-							procTime: 99, seq: 3, sinceFire: 200, hasAgg: hasAgg, emitted: emitted}
+						w := WindowState[string]{Bounds: window.Bounds{Start: -5, End: 1 << 40}, Count: 7, EventTimer: window.NoTimer,
+							ProcTimer: 99, Seq: 3, SinceFire: 200, HasAgg: hasAgg, Emitted: emitted}
 						if hasAgg {
-							w.agg = agg
+							w.Agg = agg
 						}
 						if shown != "-" && emitted {
 							w.shown = []byte(shown)
 						}
-						dk := layout.WindowKey(nil, []byte(key), w.b.Start)
-						if err := p.put(dk, w); err != nil {
+						dk := layout.WindowKey(nil, []byte(key), w.Bounds.Start)
+						if err := p.Put(dk, w); err != nil {
 							t.Fatal(err)
 						}
-						got, ok, err := p.get(dk)
+						got, ok, err := p.Get(dk)
 						if err != nil || !ok {
 							t.Fatalf("get: %v %v", ok, err)
 						}
 						name := fmt.Sprintf("key %d agg %q shown %q hasAgg %v emitted %v", len(key), agg, shown, hasAgg, emitted)
-						if got.b != w.b || got.count != w.count || got.eventTimer != w.eventTimer || got.procTime != w.procTime ||
-							got.seq != w.seq || got.sinceFire != w.sinceFire || got.hasAgg != w.hasAgg || got.agg != w.agg ||
-							got.emitted != w.emitted || got.legacy {
+						if got.Bounds != w.Bounds || got.Count != w.Count || got.EventTimer != w.EventTimer || got.ProcTimer != w.ProcTimer ||
+							got.Seq != w.Seq || got.SinceFire != w.SinceFire || got.HasAgg != w.HasAgg || got.Agg != w.Agg ||
+							got.Emitted != w.Emitted || got.legacy {
 							t.Errorf("%s: read back %+v, wrote %+v", name, got, w)
 						}
 						// What went out: the shown bytes, or the aggregate.
@@ -85,7 +79,7 @@ func TestWindowValueRoundTrip(t *testing.T) {
 // was emitted is what the old retraction rule inferred.
 func TestWindowValueLegacy(t *testing.T) {
 	legacy := func(hasAgg bool, eventTimer int64, agg string) []byte {
-		val := make([]byte, windowHeader)
+		val := make([]byte, layout.WindowValueHeader)
 		binary.BigEndian.PutUint64(val, uint64(100))
 		binary.BigEndian.PutUint64(val[8:], 5)
 		binary.BigEndian.PutUint64(val[16:], uint64(eventTimer))
@@ -112,39 +106,19 @@ func TestWindowValueLegacy(t *testing.T) {
 	}
 	for _, c := range cases {
 		p := windowStoreProc(c.tr, true)
-		w, err := p.decode(10, legacy(c.hasAgg, c.eventTimer, "agg"))
+		w, err := p.Decode(10, legacy(c.hasAgg, c.eventTimer, "agg"))
 		if err != nil {
 			t.Fatalf("%v: %v", c.tr, err)
 		}
-		if !w.legacy || w.count != 5 || w.sinceFire != 5 || w.hasAgg != c.hasAgg || w.emitted != c.emitted || w.b.End != 100 {
+		if !w.legacy || w.Count != 5 || w.SinceFire != 5 || w.HasAgg != c.hasAgg || w.Emitted != c.emitted || w.Bounds.End != 100 {
 			t.Errorf("%v hasAgg %v timer %d: decoded %+v", c.tr, c.hasAgg, c.eventTimer, w)
 		}
-		if c.hasAgg && w.agg != "agg" {
-			t.Errorf("%v: aggregate %q", c.tr, w.agg)
+		if c.hasAgg && w.Agg != "agg" {
+			t.Errorf("%v: aggregate %q", c.tr, w.Agg)
 		}
 		// IQ reads it too.
-		if _, ab, err := decodeWindow[string](10, legacy(c.hasAgg, c.eventTimer, "agg")); err != nil || c.hasAgg && string(ab) != "agg" {
-			t.Errorf("%v: decodeWindow %q %v", c.tr, ab, err)
-		}
-	}
-}
-
-// TestWindowValueCorrupt: undefined flags, legacy entries with new flags,
-// and truncated fields are reported as corrupt, not misread.
-func TestWindowValueCorrupt(t *testing.T) {
-	base := make([]byte, windowHeader)
-	for _, c := range []struct {
-		name string
-		val  []byte
-	}{
-		{"short", base[:windowHeader-1]},
-		{"undefined flag", append(append([]byte(nil), base[:40]...), 1<<4)},
-		{"legacy with emitted", append(append([]byte(nil), base[:40]...), flagEmitted)},
-		{"no since-fire", append(append([]byte(nil), base[:40]...), flagKept)},
-		{"shown past the end", append(append([]byte(nil), base[:40]...), flagKept|flagShown, 0, 9, 'a')},
-	} {
-		if _, _, err := decodeWindow[string](0, c.val); !errors.Is(err, window.ErrCorrupt) {
-			t.Errorf("%s: %v, want ErrCorrupt", c.name, err)
+		if _, ab, err := layout.ParseWindowValue(legacy(c.hasAgg, c.eventTimer, "agg")); err != nil || c.hasAgg && string(ab) != "agg" {
+			t.Errorf("%v: ParseWindowValue %q %v", c.tr, ab, err)
 		}
 	}
 }

@@ -1,0 +1,417 @@
+package ops
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// WindowConfig is what a window runtime is built from: topology's
+// WindowedBy and its aggregations, validated.
+type WindowConfig[K, V, A any] struct {
+	// Store names the window store; Keys encodes the record keys in it,
+	// Values the aggregates (unused with Elements).
+	Store  string
+	Keys   serde.Serde[K]
+	Values serde.Serde[A]
+	// Windowed makes the key of a result: topology.Windowed[K].
+	Windowed func(K, window.Bounds) any
+	// Windows is window.Time, window.Sessions or window.GlobalWindows
+	// (count windows are global windows with a trigger and Trim or an
+	// evictor).
+	Windows interface{ Validate() error }
+	// Lateness is the allowed lateness in ms.
+	Lateness int64
+	Trigger  window.Trigger
+	// Trim > 0 drops a window's kept elements beyond the last Trim as
+	// records arrive: sliding count windows with a trigger of one's own,
+	// which may fire too rarely for the evictor to bound them.
+	Trim int64
+	// Add folds a record into an aggregate (ok: there was one); Merge
+	// combines two sessions' aggregates. Unused with Elements.
+	Add   func(K, V, A, bool) A
+	Merge func(K, A, A) A
+	// Elements, when set, keeps each window's records instead of an
+	// aggregate, for a full-window function (ProcessWindows).
+	Elements *WindowElements[K, V]
+	// LateChild names the child that takes late records, "" for none.
+	LateChild string
+}
+
+// Window is a windowed aggregation in one task: it keeps each window's
+// aggregate, record count and trigger timers in the window store, asks the
+// trigger what to do on each record and timer, and removes windows as the
+// watermark passes their close time, so state stays bounded.
+//
+// How a window fires: Process adds a record to each window it belongs to
+// and asks the trigger (OnElement); the trigger's timers are kept in the
+// f (event time) and p (processing time) indexes, and the window's close
+// time (its max timestamp plus the allowed lateness) in the x index.
+// OnWatermark runs the due event timers and closes the due windows in one
+// time order, OnProcessingTime the due processing-time timers; each
+// firing forwards the window's result (apply).
+type Window[K, V, A any] struct {
+	s          *WindowStates[K, A]
+	lateness   int64
+	trigger    window.Trigger
+	trim       int64
+	fn         func(K, V, A, bool) A
+	merge      func(K, A, A) A
+	time       window.Time
+	sessions   window.Sessions
+	isSessions bool
+	global     bool
+	elements   *WindowElements[K, V]
+
+	ctx exec.Context
+	// nextEvent and nextProc are at most the earliest time in the event
+	// (fire and expiry) and processing-time indexes; a stale low value
+	// costs one scan.
+	nextEvent, nextProc int64
+	scratch             []window.Bounds
+}
+
+// NewWindow returns the runtime of c, for one task.
+func NewWindow[K, V, A any](c WindowConfig[K, V, A]) *Window[K, V, A] {
+	p := &Window[K, V, A]{
+		s:       &WindowStates[K, A]{name: c.Store, ks: c.Keys, vs: c.Values, windowed: c.Windowed, trigger: c.Trigger, elements: c.Elements != nil, lateChild: c.LateChild},
+		trigger: c.Trigger, lateness: c.Lateness, trim: c.Trim,
+		fn: c.Add, merge: c.Merge, elements: c.Elements,
+	}
+	switch w := c.Windows.(type) {
+	case window.Time:
+		p.time = w
+	case window.Sessions:
+		p.sessions, p.isSessions = w, true
+	case window.GlobalWindows:
+		p.global = true
+	}
+	p.s.sessions, p.s.global = p.isSessions, p.global
+	return p
+}
+
+func (p *Window[K, V, A]) Init(ctx exec.Context) error {
+	p.ctx = ctx
+	p.s.Init(ctx)
+	return p.findNext()
+}
+
+func (p *Window[K, V, A]) Close() error { return nil }
+
+// maxTimestamp is when the watermark completes window b: its last
+// timestamp for a time window, its last record plus the gap for a session.
+func (p *Window[K, V, A]) maxTimestamp(b window.Bounds) int64 {
+	switch {
+	case p.global:
+		return b.End
+	case p.isSessions:
+		return b.End - 1 + p.sessions.Gap()
+	}
+	return b.End - 1
+}
+
+// closeAt is when window b closes: maxTimestamp plus the allowed lateness
+// (never, for the global window).
+func (p *Window[K, V, A]) closeAt(b window.Bounds) int64 {
+	if p.global {
+		return b.End
+	}
+	return p.maxTimestamp(b) + p.lateness
+}
+
+func (p *Window[K, V, A]) Process(r exec.Record) error {
+	k, v := r.Key.(K), r.Value.(V)
+	kb, err := p.s.ks.Encode(k)
+	if err != nil {
+		return fmt.Errorf("store %s: key: %w", p.s.name, err)
+	}
+	wm := p.ctx.Watermark()
+	if p.isSessions {
+		return p.session(r, k, v, kb, wm)
+	}
+	if p.global {
+		p.scratch = append(p.scratch[:0], window.GlobalBounds)
+	} else {
+		p.scratch = p.time.Assign(p.scratch[:0], r.Timestamp)
+	}
+	onTime := false
+	for _, b := range p.scratch {
+		if p.closeAt(b) <= wm {
+			continue // this window closed
+		}
+		onTime = true
+		key := layout.WindowKey(nil, kb, b.Start)
+		w, ok, err := p.s.Get(key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			w = NewWindowState[A](b)
+		}
+		if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
+			return err
+		}
+		if err := p.element(k, kb, w, !ok, r.Timestamp, wm); err != nil {
+			return err
+		}
+	}
+	if !onTime {
+		return p.s.Late(r)
+	}
+	return nil
+}
+
+// add puts a record into window w (stored under key).
+func (p *Window[K, V, A]) add(k K, v V, ts int64, key []byte, w *WindowState[A]) error {
+	w.Count++
+	w.SinceFire++
+	if p.elements != nil {
+		if err := p.addElement(key, w, v, ts); err != nil {
+			return err
+		}
+		return p.trimElements(key, w)
+	}
+	if err := p.s.keepShown(w); err != nil {
+		return err
+	}
+	w.Agg, w.HasAgg, w.enc = p.fn(k, v, w.Agg, w.HasAgg), true, nil
+	return nil
+}
+
+func (p *Window[K, V, A]) tctx(w WindowState[A], wm int64) window.TriggerContext {
+	return window.TriggerContext{
+		Window: w.Bounds, MaxTimestamp: p.maxTimestamp(w.Bounds), Close: p.closeAt(w.Bounds),
+		Count: w.Count, SinceFire: w.SinceFire, Watermark: wm, Now: p.ctx.WallClock(),
+		EventTimer: w.EventTimer, ProcessingTimer: w.ProcTimer,
+	}
+}
+
+// element asks the trigger about a record window w just took.
+func (p *Window[K, V, A]) element(k K, kb []byte, w WindowState[A], isNew bool, ts, wm int64) error {
+	key := layout.WindowKey(nil, kb, w.Bounds.Start)
+	if isNew && !p.global {
+		p.nextEvent = min(p.nextEvent, p.closeAt(w.Bounds))
+		if err := p.s.st.Put(layout.IndexKey(layout.WindowExpire, p.closeAt(w.Bounds), key), layout.IndexValue); err != nil {
+			return err
+		}
+	}
+	return p.apply(k, key, w, p.trigger.OnElement(p.tctx(w, wm), ts))
+}
+
+// apply carries out a trigger's decision for window w and stores it.
+func (p *Window[K, V, A]) apply(k K, key []byte, w WindowState[A], res window.TriggerResult) error {
+	var err error
+	if w.EventTimer, err = p.timer(layout.WindowFire, key, w.EventTimer, res.EventTimer, p.closeAt(w.Bounds), &p.nextEvent); err != nil {
+		return err
+	}
+	if w.ProcTimer, err = p.timer(layout.WindowProc, key, w.ProcTimer, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
+		return err
+	}
+	if res.Fire {
+		w.SinceFire = 0
+	}
+	if res.Fire && w.HasAgg {
+		if p.elements != nil {
+			err = p.fireElements(k, key, &w)
+		} else {
+			err = p.s.Forward(k, w)
+		}
+		if err != nil {
+			return err
+		}
+		// What went out is now the aggregate: kept as a stored fact, so
+		// a later retraction depends on it and not on a watermark.
+		w.Emitted, w.shown = true, nil
+	}
+	if res.Purge {
+		if p.elements != nil {
+			if err := p.clearElements(key); err != nil {
+				return err
+			}
+		} else if err := p.s.keepShown(&w); err != nil {
+			return err
+		}
+		var zero A
+		w.Agg, w.HasAgg, w.Count, w.SinceFire, w.enc = zero, false, 0, 0, nil
+	}
+	return p.s.Put(key, w)
+}
+
+// noClose is the close time of processing-time timers: none.
+const noClose = window.NoTimer
+
+// timer moves a window's timer in its index from old to the trigger's
+// choice, and returns the timer now set. An event timer at the window's
+// close time (AtClose, or OnWatermark without lateness) needs no index
+// entry: the expiry index runs it before removing the window, which saves
+// two changelog records per window.
+func (p *Window[K, V, A]) timer(prefix byte, key []byte, old, want, closes int64, next *int64) (int64, error) {
+	if want == window.NoTimer || want == old {
+		return old, nil
+	}
+	if old != window.NoTimer && old != closes {
+		if err := p.s.st.Delete(layout.IndexKey(prefix, old, key)); err != nil {
+			return old, err
+		}
+	}
+	if want == window.ClearTimer {
+		return window.NoTimer, nil
+	}
+	*next = min(*next, want)
+	if want == closes {
+		return want, nil
+	}
+	return want, p.s.st.Put(layout.IndexKey(prefix, want, key), layout.IndexValue)
+}
+
+// remove deletes window w of the key encoded as kb, with its index entries
+// and, unless keepElements, its elements.
+func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements bool) error {
+	st := p.s.st
+	key := layout.WindowKey(nil, kb, w.Bounds.Start)
+	err := st.Delete(key)
+	if p.elements != nil && !keepElements {
+		err = errors.Join(err, p.clearElements(key))
+	}
+	if !p.global {
+		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowExpire, p.closeAt(w.Bounds), key)))
+	}
+	if w.EventTimer != window.NoTimer && w.EventTimer != p.closeAt(w.Bounds) {
+		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowFire, w.EventTimer, key)))
+	}
+	if w.ProcTimer != window.NoTimer {
+		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowProc, w.ProcTimer, key)))
+	}
+	return err
+}
+
+// OnWatermark runs the event timers the watermark reached and removes the
+// windows that closed, all in one time order (then key and start; a timer
+// before a close at the same time), so that how far the watermark jumps at
+// once never changes the order of the results.
+func (p *Window[K, V, A]) OnWatermark(wm int64) error {
+	if wm < p.nextEvent {
+		return nil
+	}
+	fires, err := DueIndex(p.s.st, layout.WindowFire, wm)
+	if err != nil {
+		return err
+	}
+	expired, err := DueIndex(p.s.st, layout.WindowExpire, wm)
+	if err != nil {
+		return err
+	}
+	for len(fires) > 0 || len(expired) > 0 {
+		if len(expired) == 0 || len(fires) > 0 && layout.ReadTime(fires[0][1:9]) <= layout.ReadTime(expired[0][1:9]) {
+			err = p.runTimer(layout.WindowFire, fires[0], wm, p.trigger.OnEventTime)
+			fires = fires[1:]
+		} else {
+			err = p.expire(expired[0], wm)
+			expired = expired[1:]
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return p.findNext()
+}
+
+// expire removes a closed window, running first its event timer if that
+// was at the close time (it has no index entry of its own).
+func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
+	key := layout.WindowKeyFromIndex(ik)
+	w, ok, err := p.s.Get(key)
+	if err != nil {
+		return err
+	}
+	if err := p.s.st.Delete(ik); err != nil || !ok {
+		return err
+	}
+	kb, _, err := layout.ParseWindowKey(key)
+	if err != nil {
+		return err
+	}
+	if w.EventTimer == p.closeAt(w.Bounds) {
+		k, err := p.s.ks.Decode(kb)
+		if err != nil {
+			return fmt.Errorf("store %s: key: %w", p.s.name, err)
+		}
+		w.EventTimer = window.NoTimer
+		res := p.trigger.OnEventTime(p.tctx(w, wm))
+		res.EventTimer, res.ProcessingTimer = window.NoTimer, window.ClearTimer
+		if err := p.apply(k, key, w, res); err != nil {
+			return err
+		}
+		if w, _, err = p.s.Get(key); err != nil {
+			return err
+		}
+	}
+	return p.remove(kb, w, false)
+}
+
+// OnProcessingTime runs the processing-time timers the clock reached.
+func (p *Window[K, V, A]) OnProcessingTime(now int64) error {
+	if now < p.nextProc {
+		return nil
+	}
+	due, err := DueIndex(p.s.st, layout.WindowProc, now)
+	if err != nil {
+		return err
+	}
+	wm := p.ctx.Watermark()
+	for _, ik := range due {
+		if err := p.runTimer(layout.WindowProc, ik, wm, p.trigger.OnProcessingTime); err != nil {
+			return err
+		}
+	}
+	return p.findNext()
+}
+
+// runTimer runs one due timer (its index key ik) through the trigger.
+func (p *Window[K, V, A]) runTimer(prefix byte, ik []byte, wm int64, on func(window.TriggerContext) window.TriggerResult) error {
+	if err := p.s.st.Delete(ik); err != nil {
+		return err
+	}
+	key := layout.WindowKeyFromIndex(ik)
+	w, ok, err := p.s.Get(key)
+	if err != nil || !ok {
+		return err
+	}
+	if prefix == layout.WindowFire {
+		w.EventTimer = window.NoTimer
+	} else {
+		w.ProcTimer = window.NoTimer
+	}
+	kb, _, err := layout.ParseWindowKey(key)
+	if err != nil {
+		return err
+	}
+	k, err := p.s.ks.Decode(kb)
+	if err != nil {
+		return fmt.Errorf("store %s: key: %w", p.s.name, err)
+	}
+	return p.apply(k, key, w, on(p.tctx(w, wm)))
+}
+
+// OnAbort forgets the due-time bounds (exec.AbortListener): the aborted
+// transaction may have raised them past firings its replay must make
+// again. The next listener call finds them in the committed indexes.
+func (p *Window[K, V, A]) OnAbort() {
+	p.nextEvent, p.nextProc = math.MinInt64, math.MinInt64
+}
+
+// findNext sets nextEvent and nextProc from the indexes.
+func (p *Window[K, V, A]) findNext() error {
+	var errs [3]error
+	var fire, expire int64
+	fire, errs[0] = FirstIndex(p.s.st, layout.WindowFire)
+	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire)
+	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc)
+	p.nextEvent = min(fire, expire)
+	return errors.Join(errs[:]...)
+}
