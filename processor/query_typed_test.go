@@ -93,16 +93,23 @@ func TestQueryTypedAcrossInstances(t *testing.T) {
 	cl := setup(t, brokers, 4, in)
 	appID := uniq(t, "typed")
 	insts := []*typedInstance{startTypedInstance(t, brokers, appID, in), startTypedInstance(t, brokers, appID, in)}
+	// Settled: each instance ready, and its routing map giving the four
+	// partitions to the two of them.
 	waitUntil(t, "the two instances to share the four tasks", func() bool {
-		total := 0
 		for _, ti := range insts {
-			st := ti.app.Status()
-			if !st.Ready || len(st.Tasks) == 0 {
+			locs, err := ti.app.Locations("latest")
+			if err != nil || !ti.app.Status().Ready {
 				return false
 			}
-			total += len(st.Tasks)
+			owners := map[string]bool{}
+			for _, l := range locs {
+				owners[l.Endpoint] = true
+			}
+			if len(owners) != 2 || owners[""] {
+				return false
+			}
 		}
-		return total == 4
+		return true
 	})
 
 	keys := testkeys.All()
