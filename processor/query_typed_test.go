@@ -29,12 +29,20 @@ import (
 var (
 	latestStore = topology.Materialized("latest", serde.String, serde.String)
 	per10sStore = topology.Materialized("per10s", serde.String, serde.Int64)
+	// lengthsStore sums the lengths of each key's values in a type whose
+	// JSON is {}: a value that crossed as JSON would read as zero.
+	lengthsStore = topology.Materialized("lengths", serde.String, serde.Funcs(
+		func(s opaque) ([]byte, error) { return serde.Int64.Encode(s.n) },
+		func(b []byte) (opaque, error) { n, err := serde.Int64.Decode(b); return opaque{n}, err }))
 )
+
+type opaque struct{ n int64 }
 
 func typedTopology(in string) *topology.Topology {
 	t := topology.New()
 	g := topology.GroupByKey(topology.From(t, in, serde.String, serde.String))
 	topology.Reduce(g, func(_, v string) string { return v }, latestStore)
+	topology.Aggregate(g, func() opaque { return opaque{} }, func(_, v string, a opaque) opaque { return opaque{a.n + int64(len(v))} }, lengthsStore)
 	// An hour of lateness keeps every window of the test.
 	topology.CountWindows(topology.WindowedBy(g, window.Tumbling(10*time.Second), topology.AllowedLateness(time.Hour)), per10sStore)
 	return t
@@ -114,6 +122,7 @@ func TestQueryTypedAcrossInstances(t *testing.T) {
 
 	keys := testkeys.All()
 	want := map[string]string{}
+	wantLen := map[string]int64{}
 	ctx := context.Background()
 	for i, k := range keys {
 		// Two records in [0, 10 s), one in [10 s, 20 s); the last value
@@ -121,6 +130,7 @@ func TestQueryTypedAcrossInstances(t *testing.T) {
 		for j, ts := range []int64{1_000, 2_000, 15_000} {
 			v := fmt.Sprintf("%d/%d:%s", i, j, keys[(i+j)%len(keys)])
 			want[k] = v
+			wantLen[k] += int64(len(v))
 			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(k), Value: []byte(v), Timestamp: time.UnixMilli(ts)}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
@@ -152,6 +162,16 @@ func TestQueryTypedAcrossInstances(t *testing.T) {
 		t.Logf("%s: %d of %d keys asked of the other instance", ti.addr, remote, len(keys))
 		if remote == 0 || remote == len(keys) {
 			t.Errorf("%s: %d of %d keys owned by the other instance: want some, not all", ti.addr, remote, len(keys))
+		}
+		// Values cross as stored bytes, decoded with the store's serde.
+		lq := processor.Query(ti.app, lengthsStore)
+		for _, k := range keys {
+			if v, ok, err := lq.Get(ctx, k); err != nil || !ok || v.n != wantLen[k] {
+				t.Errorf("lengths of key of %d bytes at %s: %v %v %v, want %d", len(k), ti.addr, v, ok, err, wantLen[k])
+			}
+		}
+		if all, err := lq.All(ctx); err != nil || len(all) != len(keys) || all[len(all)-1].Value.n != wantLen[all[len(all)-1].Key] {
+			t.Errorf("All lengths at %s: %d entries, %v", ti.addr, len(all), err)
 		}
 		// Absent keys, some of each instance.
 		for i := range 20 {
