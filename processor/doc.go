@@ -29,4 +29,11 @@
 //
 // A login or TLS handshake the brokers refuse stops Run at start with
 // ErrAuthentication (auth.go).
+//
+// Interactive queries read a store's committed state with its own types,
+// from any instance: a key whose task runs elsewhere is asked of its owner
+// at the endpoint it advertises (AdvertisedEndpoint), where package
+// processor/serve answers.
+//
+//	n, ok, err := processor.Query(app, counts).Get(ctx, "word")
 package processor

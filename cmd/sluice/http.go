@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,12 +16,13 @@ import (
 
 	"github.com/sluice-streams/sluice/plugin/sluiceprom"
 	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/processor/serve"
 )
 
 // serveHTTP serves /metrics (the app's own registry), /healthz, /readyz,
-// /tasks, /topology and the interactive queries under /stores/ until the
-// returned stop is called; stop waits for the server. An address without a
-// host binds loopback, so nothing is exposed by accident.
+// /tasks, /topology and the interactive queries under /stores/ (package
+// serve) until the returned stop is called; stop waits for the server. An
+// address without a host binds loopback, so nothing is exposed by accident.
 func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string, stop func(), err error) {
 	ln, err := listenHTTP(addr)
 	if err != nil {
@@ -69,22 +69,7 @@ func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log 
 	}
 	reg.MustRegister(sluiceprom.NewCollector(app), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		st := app.Status()
-		if !st.Ready {
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, st)
-			return
-		}
-		writeJSON(w, http.StatusOK, st)
-	})
-	mux.HandleFunc("GET /tasks", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, app.Status().Tasks) })
-	mux.HandleFunc("GET /topology", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, app.Topology().Description())
-	})
-	newQueryHandler(app, log).register(mux)
+	serve.Register(mux, app, serve.Logger(log), serve.Metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -99,12 +84,4 @@ func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log 
 		_ = srv.Shutdown(ctx)
 		<-done
 	}
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
 }

@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -19,21 +18,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/iqwire"
 	"github.com/sluice-streams/sluice/processor"
 )
 
-// Interactive queries over HTTP (see README "Interactive queries"):
-//
-//	GET /stores/{store}/keys/{key}           a key's value; of a window store, its windows (?from=&to=)
-//	GET /stores/{store}/keys?from=&to=&limit=&after=   a page of keys in byte order of their encoding
+// Interactive queries over HTTP (see README "Interactive queries").
 //
 // A key owned by another instance is forwarded to that instance's advertised
-// endpoint, once: the forwarded request carries headerForwarded and is never
-// forwarded again. Every answer names the instances that served it in
-// headerServedBy.
+// endpoint, once: the forwarded request carries iqwire.HeaderForwarded and is
+// never forwarded again. Every answer names the instances that served it in
+// iqwire.HeaderServedBy.
 const (
-	headerServedBy  = "X-Sluice-Served-By"
-	headerForwarded = "X-Sluice-Forwarded-By"
+	headerServedBy  = iqwire.HeaderServedBy
+	headerForwarded = iqwire.HeaderForwarded
 	// retryAfter is the Retry-After of a 503: restores and rebalances are
 	// usually over within seconds.
 	retryAfter   = "1"
@@ -48,53 +45,18 @@ type queryHandler struct {
 	self   string // this instance in headerServedBy
 }
 
-func newQueryHandler(app *processor.App, log *slog.Logger) *queryHandler {
+func newQueryHandler(app *processor.App, c config) *queryHandler {
 	self := app.Endpoint()
 	if self == "" {
 		self = "local"
 	}
-	return &queryHandler{app: app, log: log, self: self, client: &http.Client{Timeout: 10 * time.Second}}
+	return &queryHandler{app: app, log: c.log, self: self, client: c.client}
 }
 
 func (h *queryHandler) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /stores/{store}/keys/{key}", h.key)
 	mux.HandleFunc("GET /stores/{store}/keys", h.keys)
 }
-
-// entryJSON is one key and its value. Key and Value are the JSON of the
-// values the store's serdes decode; RawKey is the key as stored (base64url),
-// which is also the paging cursor; RawValue the value as stored, given only
-// when it does not decode or has no JSON form.
-type entryJSON struct {
-	Key      json.RawMessage `json:"key"`
-	RawKey   string          `json:"raw_key"`
-	Value    json.RawMessage `json:"value,omitempty"`
-	RawValue string          `json:"raw_value,omitempty"`
-}
-
-type keyResponse struct {
-	Store     string `json:"store"`
-	Partition int32  `json:"partition"`
-	Task      string `json:"task"`
-	entryJSON
-	Windows []windowJSON `json:"windows,omitempty"`
-}
-
-type windowJSON struct {
-	Start int64           `json:"start"` // ms since the epoch, inclusive
-	End   int64           `json:"end"`   // exclusive
-	Value json.RawMessage `json:"value"`
-}
-
-type pageResponse struct {
-	Store   string      `json:"store"`
-	Entries []entryJSON `json:"entries"`
-	// Next is the cursor of the next page (pass it as after=), absent on
-	// the last page.
-	Next string `json:"next,omitempty"`
-}
-
-var b64 = base64.RawURLEncoding
 
 // jsonOr returns the JSON of v, or nil if v is nil or has none.
 func jsonOr(v any) json.RawMessage {
@@ -108,23 +70,21 @@ func jsonOr(v any) json.RawMessage {
 	return b
 }
 
-func toEntry(e processor.Entry, withValue bool) entryJSON {
-	out := entryJSON{Key: jsonOr(e.DecodedKey), RawKey: b64.EncodeToString(e.Key)}
+// toEntry is e as JSON: its key, and with withValue its value, raw (as
+// stored) where it has no JSON, or always with raw: the typed client
+// (processor.Query) decodes the stored bytes with the store's serde, as a
+// local read does, rather than a JSON round trip.
+func toEntry(e processor.Entry, withValue, raw bool) iqwire.Entry {
+	out := iqwire.Entry{Key: jsonOr(e.DecodedKey), RawKey: iqwire.B64.EncodeToString(e.Key)}
 	if out.Key == nil {
 		out.Key = json.RawMessage("null")
 	}
 	if withValue {
-		if out.Value = jsonOr(e.DecodedValue); out.Value == nil {
+		if out.Value = jsonOr(e.DecodedValue); out.Value == nil || raw {
 			out.RawValue = base64.StdEncoding.EncodeToString(e.Value)
 		}
 	}
 	return out
-}
-
-// decodeB64 accepts standard and URL-safe base64, padded or not.
-func decodeB64(s string) ([]byte, error) {
-	s = strings.TrimRight(strings.NewReplacer("+", "-", "/", "_").Replace(s), "=")
-	return b64.DecodeString(s)
 }
 
 // keyBytes encodes a key given in a URL: its text form (the text for string
@@ -134,7 +94,7 @@ func (h *queryHandler) keyBytes(store, text, encoding string) ([]byte, error) {
 	case "", "text":
 		return h.app.StoreKey(store, text)
 	case "base64":
-		return decodeB64(text)
+		return iqwire.DecodeB64(text)
 	}
 	return nil, fmt.Errorf("key_encoding must be text or base64, got %q", encoding)
 }
@@ -178,14 +138,15 @@ func (h *queryHandler) fail(w http.ResponseWriter, err error) {
 	}
 }
 
-func staleParam(q url.Values) (bool, error) {
-	s := q.Get("stale")
+// boolParam reads the flag param (stale, raw) of q; absent is false.
+func boolParam(q url.Values, param string) (bool, error) {
+	s := q.Get(param)
 	if s == "" {
 		return false, nil
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, fmt.Errorf("stale: want true or false, got %q", s)
+		return false, fmt.Errorf("%s: want true or false, got %q", param, s)
 	}
 	return b, nil
 }
@@ -204,7 +165,12 @@ func (h *queryHandler) key(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, err)
 		return
 	}
-	stale, err := staleParam(q)
+	stale, err := boolParam(q, "stale")
+	if err != nil {
+		badRequest(w, err)
+		return
+	}
+	raw, err := boolParam(q, "raw")
 	if err != nil {
 		badRequest(w, err)
 		return
@@ -229,7 +195,7 @@ func (h *queryHandler) key(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set(headerServedBy, h.self)
-	resp := keyResponse{Store: name, Partition: loc.Partition, Task: loc.Task}
+	resp := iqwire.KeyResponse{Store: name, Partition: loc.Partition, Task: loc.Task}
 	if info.Windowed {
 		ws, err := h.app.Windows(name, key, from, to, stale)
 		if err != nil {
@@ -241,13 +207,13 @@ func (h *queryHandler) key(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		dk, _ := h.app.DecodeKey(name, key)
-		resp.entryJSON = toEntry(processor.Entry{Key: key, DecodedKey: dk}, false)
+		resp.Entry = toEntry(processor.Entry{Key: key, DecodedKey: dk}, false, false)
 		for _, win := range ws {
 			v := jsonOr(win.Value)
 			if v == nil {
 				v = json.RawMessage("null")
 			}
-			resp.Windows = append(resp.Windows, windowJSON{Start: win.Start, End: win.End, Value: v})
+			resp.Windows = append(resp.Windows, iqwire.Window{Start: win.Start, End: win.End, Value: v})
 		}
 		writeJSON(w, http.StatusOK, resp)
 		return
@@ -261,7 +227,7 @@ func (h *queryHandler) key(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such key"})
 		return
 	}
-	resp.entryJSON = toEntry(e, true)
+	resp.Entry = toEntry(e, true, raw)
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -293,21 +259,7 @@ func (h *queryHandler) forward(w http.ResponseWriter, r *http.Request, endpoint 
 
 // get sends a forwarded GET to another instance.
 func (h *queryHandler) get(ctx context.Context, endpoint, uri string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+uri, nil)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set(headerForwarded, h.self)
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	return resp.StatusCode, resp.Header, body, nil
+	return iqwire.Get(ctx, h.client, endpoint, uri, h.self)
 }
 
 // keys answers GET /stores/{store}/keys: a page of the store's keys in byte
@@ -347,10 +299,12 @@ func (h *queryHandler) keys(w http.ResponseWriter, r *http.Request) {
 		errs = append(errs, err)
 	}
 	if s := q.Get("after"); s != "" {
-		rq.After, err = decodeB64(s)
+		rq.After, err = iqwire.DecodeB64(s)
 		errs = append(errs, err)
 	}
-	rq.Stale, err = staleParam(q)
+	rq.Stale, err = boolParam(q, "stale")
+	errs = append(errs, err)
+	raw, err := boolParam(q, "raw")
 	errs = append(errs, err)
 	if s := q.Get("partitions"); q.Has("partitions") {
 		rq.Partitions = []int32{} // not nil: exactly these
@@ -373,16 +327,16 @@ func (h *queryHandler) keys(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set(headerServedBy, h.self)
-		writeJSON(w, http.StatusOK, page(name, entries, more))
+		writeJSON(w, http.StatusOK, page(name, entries, more, raw))
 		return
 	}
-	h.fanOut(w, r, name, rq)
+	h.fanOut(w, r, name, rq, raw)
 }
 
-func page(name string, entries []processor.Entry, more bool) pageResponse {
-	p := pageResponse{Store: name, Entries: make([]entryJSON, 0, len(entries))}
+func page(name string, entries []processor.Entry, more, raw bool) iqwire.Page {
+	p := iqwire.Page{Store: name, Entries: make([]iqwire.Entry, 0, len(entries))}
 	for _, e := range entries {
-		p.Entries = append(p.Entries, toEntry(e, true))
+		p.Entries = append(p.Entries, toEntry(e, true, raw))
 	}
 	if more && len(p.Entries) > 0 {
 		p.Next = p.Entries[len(p.Entries)-1].RawKey
@@ -392,7 +346,7 @@ func page(name string, entries []processor.Entry, more bool) pageResponse {
 
 // fanOut reads each partition of the store where its task is, here or at
 // its owner, and merges the pages.
-func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name string, rq processor.RangeQuery) {
+func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name string, rq processor.RangeQuery, rawValues bool) {
 	locs, err := h.app.Locations(name)
 	if err != nil {
 		h.fail(w, err)
@@ -416,7 +370,7 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 		code int
 		hdr  http.Header
 		body []byte
-		page pageResponse
+		page iqwire.Page
 		err  error
 	}
 	results := make(chan result, len(remote))
@@ -438,7 +392,7 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 	wg.Wait()
 	close(results)
 
-	var all []entryJSON
+	var all []iqwire.Entry
 	more := false
 	served := []string{}
 	if len(local) > 0 {
@@ -448,7 +402,7 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 			h.fail(w, err)
 			return
 		}
-		all = append(all, page(name, entries, false).Entries...)
+		all = append(all, page(name, entries, false, rawValues).Entries...)
 		more = more || m
 		served = append(served, h.self)
 	}
@@ -475,7 +429,7 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 	}
 	raw := make(map[string][]byte, len(all))
 	for _, e := range all {
-		b, err := decodeB64(e.RawKey)
+		b, err := iqwire.DecodeB64(e.RawKey)
 		if err != nil {
 			unavailable(w, fmt.Sprintf("bad key from an owner: %v", err))
 			return
@@ -484,7 +438,7 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 	}
 	sort.Slice(all, func(i, j int) bool { return bytes.Compare(raw[all[i].RawKey], raw[all[j].RawKey]) < 0 })
 	limit := rq.Limit
-	out := pageResponse{Store: name, Entries: all}
+	out := iqwire.Page{Store: name, Entries: all}
 	if len(all) > limit {
 		out.Entries, more = all[:limit], true
 	}
@@ -492,7 +446,7 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 		out.Next = out.Entries[len(out.Entries)-1].RawKey
 	}
 	if out.Entries == nil {
-		out.Entries = []entryJSON{}
+		out.Entries = []iqwire.Entry{}
 	}
 	slices.Sort(served)
 	w.Header().Set(headerServedBy, strings.Join(served, ","))
