@@ -54,14 +54,23 @@ func Always(a Action) ErrorHandler { return func(ErrorContext) Action { return a
 
 // SourceOnError handles the source's decoding errors with h instead of the
 // application's handler.
-func SourceOnError(h ErrorHandler) SourceOption { return func(c *sourceConfig) { c.onError = h } }
+func SourceOnError(h ErrorHandler) SourceOption {
+	return sourceOpt(func(c *sourceConfig) { c.onError = h })
+}
 
-// SinkOption configures a sink.
-type SinkOption func(*exec.Node)
+// SinkOption configures a sink: SinkOnError.
+type SinkOption interface {
+	applySink(*exec.Node)
+}
+
+// sinkOpt is a SinkOption.
+type sinkOpt func(*exec.Node)
+
+func (o sinkOpt) applySink(n *exec.Node) { o(n) }
 
 // SinkOnError handles the sink's production errors (a key or value that
 // its serde cannot encode) with h instead of the application's handler.
-func SinkOnError(h ErrorHandler) SinkOption { return func(n *exec.Node) { n.OnError = h } }
+func SinkOnError(h ErrorHandler) SinkOption { return sinkOpt(func(n *exec.Node) { n.OnError = h }) }
 
 // OnError handles the errors of the operator that produced s (an error
 // returned by, or a panic in, its function or processor) with h instead of the

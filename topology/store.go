@@ -8,16 +8,25 @@ import (
 	"github.com/sluice-streams/sluice/store"
 )
 
-// StoreOption configures a store.
-type StoreOption func(*exec.Store)
+// StoreOption configures a store: InMemory, WithoutCache. Each is also a
+// StateOption, which configures a keyed state's store.
+type StoreOption interface {
+	StateOption
+	applyStore(*exec.Store)
+}
+
+// storeOpt is a StoreOption.
+type storeOpt func(*exec.Store)
+
+func (o storeOpt) applyStore(s *exec.Store) { o(s) }
 
 // InMemory keeps the store in memory instead of Pebble: it keeps no local
 // checkpoint and restores from the whole changelog whenever its task opens.
-func InMemory() StoreOption { return func(s *exec.Store) { s.InMemory = true } }
+func InMemory() StoreOption { return storeOpt(func(s *exec.Store) { s.InMemory = true }) }
 
 // WithoutCache turns off the write cache: every update of a key goes to the
 // changelog, rather than only the last one of each commit.
-func WithoutCache() StoreOption { return func(s *exec.Store) { s.Cache = false } }
+func WithoutCache() StoreOption { return storeOpt(func(s *exec.Store) { s.Cache = false }) }
 
 // Materialization names and types the store behind an aggregation or a
 // user's processor: KeyValueStore and Materialized make one.
@@ -41,7 +50,7 @@ func (m Materialization[K, V]) Name() string {
 func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
 	spec := &exec.Store{Name: name, Cache: true, Query: kvQuery(ks, vs)}
 	for _, o := range opts {
-		o(spec)
+		o.applyStore(spec)
 	}
 	return Materialization[K, V]{spec: spec, ks: ks, vs: vs}
 }

@@ -29,8 +29,16 @@ type Stream[K, V any] struct {
 	vs         serde.Serde[V]
 }
 
-// SourceOption configures a source.
-type SourceOption func(*sourceConfig)
+// SourceOption configures a source: TimestampFrom, ProcessingTime,
+// Watermarks, SourceName, DeadLetter, SourceOnError.
+type SourceOption interface {
+	applySource(*sourceConfig)
+}
+
+// sourceOpt is a SourceOption.
+type sourceOpt func(*sourceConfig)
+
+func (o sourceOpt) applySource(c *sourceConfig) { o(c) }
 
 type sourceConfig struct {
 	name       string
@@ -50,7 +58,7 @@ type sourceConfig struct {
 // with message.timestamp.type=LogAppendTime, its log-append (ingestion)
 // time.
 func TimestampFrom[K, V any](fn func(k K, v V, recordTs int64) int64) SourceOption {
-	return func(c *sourceConfig) { c.time, c.extract = exec.PayloadTime, fn }
+	return sourceOpt(func(c *sourceConfig) { c.time, c.extract = exec.PayloadTime, fn })
 }
 
 // ProcessingTime makes the wall clock, when the task reads a record, its
@@ -58,7 +66,7 @@ func TimestampFrom[K, V any](fn func(k K, v V, recordTs int64) int64) SourceOpti
 // records: a replay decides differently (invariant 5 is the user's to give
 // up here).
 func ProcessingTime() SourceOption {
-	return func(c *sourceConfig) { c.time = exec.ProcessingTime }
+	return sourceOpt(func(c *sourceConfig) { c.time = exec.ProcessingTime })
 }
 
 // Watermarks sets how the source's watermark follows the event time of its
@@ -68,11 +76,13 @@ func ProcessingTime() SourceOption {
 // be late; grace for out-of-order records is always an explicit choice. A
 // task's watermark is the minimum over its input partitions.
 func Watermarks(s window.Strategy) SourceOption {
-	return func(c *sourceConfig) { c.watermark = s }
+	return sourceOpt(func(c *sourceConfig) { c.watermark = s })
 }
 
 // SourceName names the source node (default: generated).
-func SourceName(name string) SourceOption { return func(c *sourceConfig) { c.name = name } }
+func SourceName(name string) SourceOption {
+	return sourceOpt(func(c *sourceConfig) { c.name = name })
+}
 
 // DeadLetter names the dead-letter topic of the records this source reads
 // (default: the application's, <application.id>-dlq). A dead-lettered record
@@ -81,7 +91,9 @@ func SourceName(name string) SourceOption { return func(c *sourceConfig) { c.nam
 // sluice.error.message), inside the same transaction as everything else.
 // Records that fail to decode are dead-lettered unless a handler says
 // otherwise.
-func DeadLetter(topic string) SourceOption { return func(c *sourceConfig) { c.deadLetter = topic } }
+func DeadLetter(topic string) SourceOption {
+	return sourceOpt(func(c *sourceConfig) { c.deadLetter = topic })
+}
 
 // From reads topic, decoding keys with ks and values with vs.
 func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde[V], opts ...SourceOption) Stream[K, V] {
@@ -110,7 +122,7 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, any, error), opts []SourceOption) *exec.Node {
 	var cfg sourceConfig
 	for _, o := range opts {
-		o(&cfg)
+		o.applySource(&cfg)
 	}
 	if topic == "" {
 		t.errorf(ErrMissingName, "a source needs a topic")
@@ -524,7 +536,7 @@ func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serd
 	n := s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
 	n.Typed = sinkChain(n, ks, vs)
 	for _, o := range opts {
-		o(n)
+		o.applySink(n)
 	}
 }
 
