@@ -9,7 +9,10 @@ import (
 )
 
 // Header is a record header.
-type Header = exec.Header
+type Header struct {
+	Key   string
+	Value []byte
+}
 
 // KeyValue is a key and a value, the element type of FlatMap.
 type KeyValue[K, V any] struct {
@@ -136,7 +139,7 @@ func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, 
 		Kind:       exec.KindSource,
 		Topics:     []string{topic},
 		DeadLetter: cfg.deadLetter,
-		OnError:    cfg.onError,
+		OnError:    cfg.onError.toExec(),
 		Decode:     decode,
 		Time:       cfg.time,
 	})
