@@ -129,7 +129,7 @@ func (c *ProcessorContext[KOut, VOut]) TaskID() string { return c.c.TaskID() }
 func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTime() }
 
 // StoreSpec is a store a processor declares it uses: a Materialization made
-// by KeyValueStore or Materialized, a keyed state made by ValueState,
+// by Materialized, a keyed state made by ValueState,
 // ListState, MapState, ReducingState or AggregatingState, or the timers
 // made by Timers.
 type StoreSpec interface {

@@ -28,8 +28,8 @@ func InMemory() StoreOption { return storeOpt(func(s *exec.Store) { s.InMemory =
 // changelog, rather than only the last one of each commit.
 func WithoutCache() StoreOption { return storeOpt(func(s *exec.Store) { s.Cache = false }) }
 
-// Materialization names and types the store behind an aggregation or a
-// user's processor: KeyValueStore and Materialized make one.
+// Materialization names and types the store behind an aggregation, a table
+// or a user's processor: Materialized makes one.
 type Materialization[K, V any] struct {
 	spec *exec.Store
 	ks   serde.Serde[K]
@@ -47,6 +47,9 @@ func (m Materialization[K, V]) Name() string {
 // Materialized describes a key-value store: its name (which names its
 // changelog topic <application.id>-<name>-changelog and its directory) and
 // serdes. Pebble-backed with the write cache on, unless options say otherwise.
+// It is the store of an aggregation or a table (Kafka Streams'
+// Materialized.as) and of a user's processor (their
+// Stores.keyValueStoreBuilder): pass it to Process.
 func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
 	spec := &exec.Store{Name: name, Cache: true, Query: kvQuery(ks, vs)}
 	for _, o := range opts {
@@ -55,7 +58,9 @@ func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], o
 	return Materialization[K, V]{spec: spec, ks: ks, vs: vs}
 }
 
-// KeyValueStore is Materialized, named for use with Process.
+// KeyValueStore is Materialized, which serves Process too.
+//
+// Deprecated: use Materialized.
 func KeyValueStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
 	return Materialized(name, ks, vs, opts...)
 }

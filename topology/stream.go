@@ -487,7 +487,15 @@ func Merge[K, V any](a, b Stream[K, V]) Stream[K, V] {
 // Branch splits s by predicates: a record goes to the branch of the first
 // predicate it matches, and is dropped if it matches none (end with an
 // always-true predicate for a default branch).
+//
+// Deprecated: use Split, whose rest gets the records that Branch drops
+// (Kafka Streams deprecated branch for split too).
 func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
+	return branch(s, preds...)
+}
+
+// branch is Branch, which Split builds on.
+func branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	for i, p := range preds {
 		if p == nil {
 			s.t.errorf(ErrNilFunction, "Branch predicate %d is nil", i)
@@ -517,10 +525,11 @@ func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	return out
 }
 
-// Split is Branch with a default branch: branches[i] gets the records whose
-// first matching predicate is preds[i], and rest gets those matching none.
+// Split splits s by predicates (Kafka Streams' split): branches[i] gets the
+// records whose first matching predicate is preds[i], and rest gets those
+// matching none; leave rest unused to drop them.
 func Split[K, V any](s Stream[K, V], preds ...func(K, V) bool) (branches []Stream[K, V], rest Stream[K, V]) {
-	all := Branch(s, append(preds[:len(preds):len(preds)], func(K, V) bool { return true })...)
+	all := branch(s, append(preds[:len(preds):len(preds)], func(K, V) bool { return true })...)
 	return all[:len(preds)], all[len(preds)]
 }
 
