@@ -31,8 +31,8 @@ func init() {
 		Options: func(p map[string]string) []processor.Opt {
 			return []processor.Opt{
 				processor.DeadLetterTopic(p["dlq"]),
-				processor.OnError(topology.Processing, topology.Always(topology.DeadLetterIt)),
-				processor.OnError(topology.Production, topology.Always(topology.DeadLetterIt)),
+				processor.OnError(topology.Processing, topology.Always(topology.SendToDeadLetterQueue)),
+				processor.OnError(topology.Production, topology.Always(topology.SendToDeadLetterQueue)),
 			}
 		},
 	})
@@ -116,13 +116,13 @@ func Billing(input, accepted, totals, dlq string) *topology.Topology {
 	rekeyed := topology.SelectKey(other, func(_ string, b AcceptedBill) string { return b.Account })
 	byAccount := topology.Merge(keyedByAccount[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, serde.JSON[AcceptedBill]()))
 
-	seen := topology.KeyValueStore("seen-bills", serde.String, serde.Int64)
+	seen := topology.Materialized("seen-bills", serde.String, serde.Int64)
 	fresh := topology.Process(byAccount, "dedupe", func() topology.Processor[string, AcceptedBill, string, AcceptedBill] {
 		return &dedupe{seen: seen}
 	}, seen)
 	topology.To(fresh, accepted, serde.String, serde.JSON[AcceptedBill]())
 
-	sums := topology.KeyValueStore("account-totals", serde.String, serde.JSON[Totals](), topology.WithoutCache())
+	sums := topology.Materialized("account-totals", serde.String, serde.JSON[Totals](), topology.WithoutCache())
 	running := topology.Process(fresh, "totals", func() topology.Processor[string, AcceptedBill, string, Totals] {
 		return &total{sums: sums}
 	}, sums)

@@ -58,7 +58,7 @@ func New(t *topology.Topology, opts ...Opt) (*App, error) {
 	if err := errors.Join(err, cfg.validate()); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, built: built, plan: built.Plan(), log: cfg.logger, threads: cfg.threads}
+	a := &App{cfg: cfg, built: built, plan: exec.BuiltPlan(built), log: cfg.logger, threads: cfg.threads}
 	if a.threads == 0 {
 		a.threads = runtime.GOMAXPROCS(0)
 	}

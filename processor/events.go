@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/topology"
 )
 
 // Rebalance events: partitions assigned, revoked and lost, and the tasks
@@ -141,7 +142,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
 		OnLate:  func() { in.a.stats.Late.Add(1) },
 		Globals: in.a.globals,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
-			in.a.stats.addFailure(FailureKey{ec.Class, act})
+			in.a.stats.addFailure(FailureKey{topology.ErrorClass(ec.Class), topology.Action(act)})
 			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
 				"topic", ec.Topic, "partition", ec.Partition, "offset", ec.Offset, "err", ec.Err)
 		},

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/txn"
 )
 
@@ -124,12 +125,12 @@ func TransactionTimeout(d time.Duration) Opt { return opt(func(c *config) { c.tx
 // (topology.Deserialization, Processing or Production). Defaults: dead-letter
 // for deserialization errors, fail for the others. Sources, operators and
 // sinks can override it (topology.OnError).
-func OnError(class exec.ErrorClass, h exec.ErrorHandler) Opt {
+func OnError(class topology.ErrorClass, h topology.ErrorHandler) Opt {
 	return opt(func(c *config) {
 		if c.errors == nil {
 			c.errors = map[exec.ErrorClass]exec.ErrorHandler{}
 		}
-		c.errors[class] = h
+		c.errors[exec.ErrorClass(class)] = exec.HandlerOf(h)
 	})
 }
 

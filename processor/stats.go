@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/topology"
 )
 
 // Stats are cumulative counters of an instance, for progress reports and
@@ -46,8 +46,8 @@ type Stats struct {
 
 // FailureKey names a count of failed records.
 type FailureKey struct {
-	Class  exec.ErrorClass
-	Action exec.Action
+	Class  topology.ErrorClass
+	Action topology.Action
 }
 
 func (s *Stats) addFailure(k FailureKey) {

@@ -22,8 +22,13 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	for _, sub := range built.Plan().Subs {
-		topics, _ := sub.SourceTopics()
+	for _, sub := range built.Description().SubTopologies {
+		var topics []string
+		for _, n := range sub.Nodes {
+			if n.Kind == "source" {
+				topics = append(topics, n.Topics...)
+			}
+		}
 		fmt.Printf("sub-topology %d reads %v, stores %v\n", sub.ID, topics, sub.Stores)
 	}
 	// Output:

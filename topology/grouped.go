@@ -9,15 +9,23 @@ import (
 )
 
 // Grouping names the repartition topic a grouping may need and gives its
-// serdes. Any field may be left zero: the name then comes from the store of
-// the aggregation that follows, the serdes from the stream.
+// serdes. Make one with Grouped, as a Materialization with Materialized;
+// the zero Grouping takes every default. Setting its fields in a literal
+// still works but is deprecated: there is one way to make a Grouping.
 type Grouping[K, V any] struct {
+	// Deprecated: use Grouped.
 	Name string
-	Key  serde.Serde[K]
-	Val  serde.Serde[V]
+	// Deprecated: use Grouped.
+	Key serde.Serde[K]
+	// Deprecated: use Grouped.
+	Val serde.Serde[V]
 }
 
-// Grouped makes a Grouping.
+// Grouped makes a Grouping (Kafka Streams' Grouped.with): name names the
+// repartition topic <application.id>-<name>-repartition, if the grouping
+// needs one, and ks and vs encode its records. Any of them may be zero:
+// the name then comes from the store of the aggregation that follows, the
+// serdes from the stream.
 func Grouped[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V]) Grouping[K, V] {
 	return Grouping[K, V]{Name: name, Key: ks, Val: vs}
 }

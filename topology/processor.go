@@ -29,7 +29,7 @@ func (r Record[K, V]) value() any {
 
 // recordOf types an exec.Record.
 func recordOf[K, V any](r exec.Record) Record[K, V] {
-	rec := Record[K, V]{Key: r.Key.(K), Timestamp: r.Timestamp, Headers: r.Headers}
+	rec := Record[K, V]{Key: r.Key.(K), Timestamp: r.Timestamp, Headers: headersOf(r.Headers)}
 	if r.Value == exec.Tombstone {
 		rec.Tombstone = true
 	} else {
@@ -51,14 +51,14 @@ type Processor[KIn, VIn, KOut, VOut any] interface {
 }
 
 // PunctuationType selects the clock of a punctuation.
-type PunctuationType = exec.PunctuationType
+type PunctuationType int
 
 const (
 	// StreamTime punctuations follow the largest record timestamp seen by
 	// the task: deterministic under replay.
-	StreamTime = exec.StreamTime
+	StreamTime PunctuationType = iota
 	// WallClockTime punctuations follow the system clock.
-	WallClockTime = exec.WallClockTime
+	WallClockTime
 )
 
 // ProcessorContext is what a Processor sees of its task.
@@ -101,18 +101,18 @@ func (c *ProcessorContext[KOut, VOut]) Watermark() int64 { return c.c.Watermark(
 
 // Forward passes r to every child.
 func (c *ProcessorContext[KOut, VOut]) Forward(r Record[KOut, VOut]) error {
-	return c.c.Forward(exec.Record{Key: r.Key, Value: r.value(), Timestamp: r.Timestamp, Headers: r.Headers})
+	return c.c.Forward(exec.Record{Key: r.Key, Value: r.value(), Timestamp: r.Timestamp, Headers: execHeaders(r.Headers)})
 }
 
 // ForwardTo passes r to the named child only.
 func (c *ProcessorContext[KOut, VOut]) ForwardTo(child string, r Record[KOut, VOut]) error {
-	return c.c.ForwardTo(child, exec.Record{Key: r.Key, Value: r.value(), Timestamp: r.Timestamp, Headers: r.Headers})
+	return c.c.ForwardTo(child, exec.Record{Key: r.Key, Value: r.value(), Timestamp: r.Timestamp, Headers: execHeaders(r.Headers)})
 }
 
 // Schedule calls fn every interval of the chosen clock, with the time that
 // triggered it, until cancel is called or the task closes.
 func (c *ProcessorContext[KOut, VOut]) Schedule(interval time.Duration, typ PunctuationType, fn func(ts int64) error) (cancel func()) {
-	return c.c.Schedule(interval, typ, fn)
+	return c.c.Schedule(interval, exec.PunctuationType(typ), fn)
 }
 
 // RecordMetadata returns the input topic, partition and offset of the
@@ -129,7 +129,7 @@ func (c *ProcessorContext[KOut, VOut]) TaskID() string { return c.c.TaskID() }
 func (c *ProcessorContext[KOut, VOut]) StreamTime() int64 { return c.c.StreamTime() }
 
 // StoreSpec is a store a processor declares it uses: a Materialization made
-// by KeyValueStore or Materialized, a keyed state made by ValueState,
+// by Materialized, a keyed state made by ValueState,
 // ListState, MapState, ReducingState or AggregatingState, or the timers
 // made by Timers.
 type StoreSpec interface {

@@ -87,7 +87,7 @@ type stateOptionFunc func(*stateSpec)
 
 func (f stateOptionFunc) applyState(s *stateSpec) { f(s) }
 
-func (o StoreOption) applyState(s *stateSpec) { o(s.store) }
+func (o storeOpt) applyState(s *stateSpec) { o(s.store) }
 
 // StateTTL expires each entry of a keyed state d after its last write:
 // Flink's StateTtlConfig with update type OnCreateAndWrite (a read does not

@@ -7,19 +7,28 @@ import (
 	"github.com/sluice-streams/sluice/store"
 )
 
-// StoreOption configures a store.
-type StoreOption func(*exec.Store)
+// StoreOption configures a store: InMemory, WithoutCache. Each is also a
+// StateOption, which configures a keyed state's store.
+type StoreOption interface {
+	StateOption
+	applyStore(*exec.Store)
+}
+
+// storeOpt is a StoreOption.
+type storeOpt func(*exec.Store)
+
+func (o storeOpt) applyStore(s *exec.Store) { o(s) }
 
 // InMemory keeps the store in memory instead of Pebble: it keeps no local
 // checkpoint and restores from the whole changelog whenever its task opens.
-func InMemory() StoreOption { return func(s *exec.Store) { s.InMemory = true } }
+func InMemory() StoreOption { return storeOpt(func(s *exec.Store) { s.InMemory = true }) }
 
 // WithoutCache turns off the write cache: every update of a key goes to the
 // changelog, rather than only the last one of each commit.
-func WithoutCache() StoreOption { return func(s *exec.Store) { s.Cache = false } }
+func WithoutCache() StoreOption { return storeOpt(func(s *exec.Store) { s.Cache = false }) }
 
-// Materialization names and types the store behind an aggregation or a
-// user's processor: KeyValueStore and Materialized make one.
+// Materialization names and types the store behind an aggregation, a table
+// or a user's processor: Materialized makes one.
 type Materialization[K, V any] struct {
 	spec *exec.Store
 	ks   serde.Serde[K]
@@ -37,15 +46,20 @@ func (m Materialization[K, V]) Name() string {
 // Materialized describes a key-value store: its name (which names its
 // changelog topic <application.id>-<name>-changelog and its directory) and
 // serdes. Pebble-backed with the write cache on, unless options say otherwise.
+// It is the store of an aggregation or a table (Kafka Streams'
+// Materialized.as) and of a user's processor (their
+// Stores.keyValueStoreBuilder): pass it to Process.
 func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
 	spec := &exec.Store{Name: name, Cache: true, Query: ops.KVQuery(ks, vs)}
 	for _, o := range opts {
-		o(spec)
+		o.applyStore(spec)
 	}
 	return Materialization[K, V]{spec: spec, ks: ks, vs: vs}
 }
 
-// KeyValueStore is Materialized, named for use with Process.
+// KeyValueStore is Materialized, which serves Process too.
+//
+// Deprecated: use Materialized.
 func KeyValueStore[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
 	return Materialized(name, ks, vs, opts...)
 }

@@ -9,7 +9,10 @@ import (
 )
 
 // Header is a record header.
-type Header = exec.Header
+type Header struct {
+	Key   string
+	Value []byte
+}
 
 // KeyValue is a key and a value, the element type of FlatMap.
 type KeyValue[K, V any] struct {
@@ -29,8 +32,16 @@ type Stream[K, V any] struct {
 	vs         serde.Serde[V]
 }
 
-// SourceOption configures a source.
-type SourceOption func(*sourceConfig)
+// SourceOption configures a source: TimestampFrom, ProcessingTime,
+// Watermarks, SourceName, DeadLetter, SourceOnError.
+type SourceOption interface {
+	applySource(*sourceConfig)
+}
+
+// sourceOpt is a SourceOption.
+type sourceOpt func(*sourceConfig)
+
+func (o sourceOpt) applySource(c *sourceConfig) { o(c) }
 
 type sourceConfig struct {
 	name       string
@@ -50,7 +61,7 @@ type sourceConfig struct {
 // with message.timestamp.type=LogAppendTime, its log-append (ingestion)
 // time.
 func TimestampFrom[K, V any](fn func(k K, v V, recordTs int64) int64) SourceOption {
-	return func(c *sourceConfig) { c.time, c.extract = exec.PayloadTime, fn }
+	return sourceOpt(func(c *sourceConfig) { c.time, c.extract = exec.PayloadTime, fn })
 }
 
 // ProcessingTime makes the wall clock, when the task reads a record, its
@@ -58,7 +69,7 @@ func TimestampFrom[K, V any](fn func(k K, v V, recordTs int64) int64) SourceOpti
 // records: a replay decides differently (invariant 5 is the user's to give
 // up here).
 func ProcessingTime() SourceOption {
-	return func(c *sourceConfig) { c.time = exec.ProcessingTime }
+	return sourceOpt(func(c *sourceConfig) { c.time = exec.ProcessingTime })
 }
 
 // Watermarks sets how the source's watermark follows the event time of its
@@ -68,11 +79,13 @@ func ProcessingTime() SourceOption {
 // be late; grace for out-of-order records is always an explicit choice. A
 // task's watermark is the minimum over its input partitions.
 func Watermarks(s window.Strategy) SourceOption {
-	return func(c *sourceConfig) { c.watermark = s }
+	return sourceOpt(func(c *sourceConfig) { c.watermark = s })
 }
 
 // SourceName names the source node (default: generated).
-func SourceName(name string) SourceOption { return func(c *sourceConfig) { c.name = name } }
+func SourceName(name string) SourceOption {
+	return sourceOpt(func(c *sourceConfig) { c.name = name })
+}
 
 // DeadLetter names the dead-letter topic of the records this source reads
 // (default: the application's, <application.id>-dlq). A dead-lettered record
@@ -81,7 +94,9 @@ func SourceName(name string) SourceOption { return func(c *sourceConfig) { c.nam
 // sluice.error.message), inside the same transaction as everything else.
 // Records that fail to decode are dead-lettered unless a handler says
 // otherwise.
-func DeadLetter(topic string) SourceOption { return func(c *sourceConfig) { c.deadLetter = topic } }
+func DeadLetter(topic string) SourceOption {
+	return sourceOpt(func(c *sourceConfig) { c.deadLetter = topic })
+}
 
 // From reads topic, decoding keys with ks and values with vs.
 func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde[V], opts ...SourceOption) Stream[K, V] {
@@ -110,7 +125,7 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, any, error), opts []SourceOption) *exec.Node {
 	var cfg sourceConfig
 	for _, o := range opts {
-		o(&cfg)
+		o.applySource(&cfg)
 	}
 	if topic == "" {
 		t.errorf(ErrMissingName, "a source needs a topic")
@@ -124,7 +139,7 @@ func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, 
 		Kind:       exec.KindSource,
 		Topics:     []string{topic},
 		DeadLetter: cfg.deadLetter,
-		OnError:    cfg.onError,
+		OnError:    cfg.onError.toExec(),
 		Decode:     decode,
 		Time:       cfg.time,
 	})
@@ -472,7 +487,15 @@ func Merge[K, V any](a, b Stream[K, V]) Stream[K, V] {
 // Branch splits s by predicates: a record goes to the branch of the first
 // predicate it matches, and is dropped if it matches none (end with an
 // always-true predicate for a default branch).
+//
+// Deprecated: use Split, whose rest gets the records that Branch drops
+// (Kafka Streams deprecated branch for split too).
 func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
+	return branch(s, preds...)
+}
+
+// branch is Branch, which Split builds on.
+func branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	for i, p := range preds {
 		if p == nil {
 			s.t.errorf(ErrNilFunction, "Branch predicate %d is nil", i)
@@ -502,10 +525,11 @@ func Branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 	return out
 }
 
-// Split is Branch with a default branch: branches[i] gets the records whose
-// first matching predicate is preds[i], and rest gets those matching none.
+// Split splits s by predicates (Kafka Streams' split): branches[i] gets the
+// records whose first matching predicate is preds[i], and rest gets those
+// matching none; leave rest unused to drop them.
 func Split[K, V any](s Stream[K, V], preds ...func(K, V) bool) (branches []Stream[K, V], rest Stream[K, V]) {
-	all := Branch(s, append(preds[:len(preds):len(preds)], func(K, V) bool { return true })...)
+	all := branch(s, append(preds[:len(preds):len(preds)], func(K, V) bool { return true })...)
 	return all[:len(preds)], all[len(preds)]
 }
 
@@ -524,7 +548,7 @@ func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serd
 	n := s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
 	n.Typed = sinkChain(n, ks, vs)
 	for _, o := range opts {
-		o(n)
+		o.applySink(n)
 	}
 }
 

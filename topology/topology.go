@@ -106,9 +106,6 @@ type Built struct {
 	plan *exec.Plan
 }
 
-// Plan returns the runtime plan. It is for the runtime (package processor).
-func (b *Built) Plan() *exec.Plan { return b.plan }
-
 // Build validates the topology and splits it into sub-topologies. It returns
 // every mistake found, joined; each wraps one of the Err sentinels.
 func (t *Topology) Build() (*Built, error) {

@@ -26,8 +26,16 @@ type Windows interface {
 	Validate() error
 }
 
-// WindowOption configures a windowed aggregation.
-type WindowOption func(*windowConfig)
+// WindowOption configures a windowed aggregation: AllowedLateness,
+// EmitEveryUpdate, EmitFinal, WithTrigger.
+type WindowOption interface {
+	applyWindow(*windowConfig)
+}
+
+// windowOpt is a WindowOption.
+type windowOpt func(*windowConfig)
+
+func (o windowOpt) applyWindow(c *windowConfig) { o(c) }
 
 type windowConfig struct {
 	lateness int64 // ms
@@ -45,7 +53,7 @@ type windowConfig struct {
 // past its lateness is late: it goes to LateRecords, and is counted. The
 // default is 0, so a window closes as soon as the watermark passes its end.
 func AllowedLateness(d time.Duration) WindowOption {
-	return func(c *windowConfig) { c.lateness = d.Milliseconds() }
+	return windowOpt(func(c *windowConfig) { c.lateness = d.Milliseconds() })
 }
 
 // EmitEveryUpdate forwards a window's result on every record it takes
@@ -68,7 +76,7 @@ func EmitFinal() WindowOption { return WithTrigger(window.AtClose()) }
 // windows given one keep their bound: a tumbling one still fires and
 // purges every size records, a sliding one keeps only its last size.
 func WithTrigger(t window.Trigger) WindowOption {
-	return func(c *windowConfig) { c.trigger = t }
+	return windowOpt(func(c *windowConfig) { c.trigger = t })
 }
 
 // WindowedStream is a grouped stream cut into windows, ready for an
@@ -98,7 +106,7 @@ type lateLink struct {
 func WindowedBy[K, V any](g GroupedStream[K, V], w Windows, opts ...WindowOption) WindowedStream[K, V] {
 	ws := WindowedStream[K, V]{g: g, w: w, late: &lateLink{}}
 	for _, o := range opts {
-		o(&ws.cfg)
+		o.applyWindow(&ws.cfg)
 	}
 	t := g.s.t
 	if c, ok := w.(window.Count); ok {

@@ -45,8 +45,15 @@ func TimeEvictor[V any](d time.Duration) Evictor[V] {
 	}
 }
 
-// ProcessWindowOption configures ProcessWindows.
-type ProcessWindowOption[V any] func(*elementConfig[V])
+// ProcessWindowOption configures ProcessWindows: EvictBefore, EvictAfter.
+type ProcessWindowOption[V any] interface {
+	applyElements(*elementConfig[V])
+}
+
+// elementOpt is a ProcessWindowOption.
+type elementOpt[V any] func(*elementConfig[V])
+
+func (o elementOpt[V]) applyElements(c *elementConfig[V]) { o(c) }
 
 type elementConfig[V any] struct {
 	before, after Evictor[V]
@@ -54,12 +61,12 @@ type elementConfig[V any] struct {
 
 // EvictBefore runs e on a window's elements before the function sees them.
 func EvictBefore[V any](e Evictor[V]) ProcessWindowOption[V] {
-	return func(c *elementConfig[V]) { c.before = e }
+	return elementOpt[V](func(c *elementConfig[V]) { c.before = e })
 }
 
 // EvictAfter runs e on a window's elements after the function saw them.
 func EvictAfter[V any](e Evictor[V]) ProcessWindowOption[V] {
-	return func(c *elementConfig[V]) { c.after = e }
+	return elementOpt[V](func(c *elementConfig[V]) { c.after = e })
 }
 
 // ProcessWindows calls fn with every element of a window each time the
@@ -72,7 +79,7 @@ func EvictAfter[V any](e Evictor[V]) ProcessWindowOption[V] {
 func ProcessWindows[K, V, Out any](ws WindowedStream[K, V], fn func(key K, w window.Bounds, elems []Element[V]) []Out, m Materialization[K, V], opts ...ProcessWindowOption[V]) Stream[Windowed[K], Out] {
 	var cfg elementConfig[V]
 	for _, o := range opts {
-		o(&cfg)
+		o.applyElements(&cfg)
 	}
 	if fn == nil {
 		ws.g.s.t.errorf(ErrNilFunction, "ProcessWindows needs a function")

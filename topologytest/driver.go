@@ -31,12 +31,12 @@ func WallClock(t time.Time) Option { return func(d *Driver) { d.wall = t.UnixMil
 
 // OnError sets the application's handler for one class of errors, as
 // processor.OnError does.
-func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
+func OnError(class topology.ErrorClass, h topology.ErrorHandler) Option {
 	return func(d *Driver) {
 		if d.errors == nil {
 			d.errors = map[exec.ErrorClass]exec.ErrorHandler{}
 		}
-		d.errors[class] = h
+		d.errors[exec.ErrorClass(class)] = exec.HandlerOf(h)
 	}
 }
 
@@ -100,7 +100,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	if d.dir, err = os.MkdirTemp("", "sluice-topologytest-"); err != nil {
 		return nil, err
 	}
-	plan := built.Plan()
+	plan := exec.BuiltPlan(built)
 	d.globals, d.globalNames = map[string][]store.Engine{}, map[string]store.Engine{}
 	for _, g := range plan.Globals {
 		e := store.NewMemory()

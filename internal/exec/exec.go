@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"errors"
 	"strconv"
 	"time"
 
@@ -368,12 +367,14 @@ const (
 )
 
 // ErrInvalidTimestamp is the cause of a deserialization error for a record
-// whose timestamp is negative or past the year 9999.
-var ErrInvalidTimestamp = errors.New("processor: invalid record timestamp")
+// whose timestamp is negative or past the year 9999. It matches
+// topology.ErrInvalidTimestamp.
+var ErrInvalidTimestamp = &Sentinel{msg: "processor: invalid record timestamp"}
 
 // ErrRecordTooLarge is the cause of a production error for an output record
-// over the maximum record size (processor.MaxRecordBytes).
-var ErrRecordTooLarge = errors.New("processor: record too large")
+// over the maximum record size (processor.MaxRecordBytes). It matches
+// topology.ErrRecordTooLarge.
+var ErrRecordTooLarge = &Sentinel{msg: "processor: record too large"}
 
 // ErrorClass says where a record failed.
 type ErrorClass string

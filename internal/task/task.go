@@ -257,8 +257,8 @@ const DefaultMaxRecordBytes = 1048588
 // answer on every replay (invariant 5).
 const MaxTimestamp = 253402300799999
 
-// ErrInvalidTimestamp and ErrRecordTooLarge are exec's, which topology
-// hands to users.
+// ErrInvalidTimestamp and ErrRecordTooLarge are exec's, which match
+// topology's (exec.Sentinel).
 var (
 	ErrInvalidTimestamp = exec.ErrInvalidTimestamp
 	ErrRecordTooLarge   = exec.ErrRecordTooLarge

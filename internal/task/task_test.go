@@ -42,7 +42,7 @@ func plan(tb testing.TB, top *topology.Topology) *exec.Plan {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return built.Plan()
+	return exec.BuiltPlan(built)
 }
 
 // startTask opens and initialises the task of partition 0 of sub-topology
