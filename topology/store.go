@@ -210,8 +210,8 @@ func tableTyped[K, V any](input func(p exec.Processor, f *exec.Frame, out func(K
 }
 
 // Open returns the store in the task that ctx belongs to. Call it in Init.
-func (m Materialization[K, V]) Open(ctx interface{ execContext() exec.Context }) *KV[K, V] {
-	return &KV[K, V]{s: ctx.execContext().Store(m.spec.Name), ks: m.ks, vs: m.vs}
+func (m Materialization[K, V]) Open(ctx StateContext) *KV[K, V] {
+	return &KV[K, V]{s: ctx.processContext().Exec().Store(m.spec.Name), ks: m.ks, vs: m.vs}
 }
 
 func (m Materialization[K, V]) open(c exec.Context) *KV[K, V] {

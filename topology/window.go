@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -1015,26 +1016,13 @@ func (p *windowProc[K, V, A]) runTimer(prefix byte, ik []byte, wm int64, on func
 // dueIndex lists, in order, the keys of the time index prefix (keys: the
 // prefix, a time, anything) whose time is at or before now.
 func dueIndex(st *store.Staged, prefix byte, now int64) ([][]byte, error) {
-	var keys [][]byte
-	end := []byte{prefix + 1}
-	if now < math.MaxInt64 {
-		end = layout.AppendTime([]byte{prefix}, now+1)
-	}
-	err := st.Range([]byte{prefix}, end, func(k, _ []byte) error {
-		keys = append(keys, append([]byte(nil), k...))
-		return nil
-	})
-	return keys, err
+	return ops.DueIndex(st, prefix, now)
 }
 
 // firstIndex is the earliest time in the time index prefix,
 // math.MaxInt64 if it is empty.
 func firstIndex(st *store.Staged, prefix byte) (int64, error) {
-	k, _, ok, err := st.First([]byte{prefix}, []byte{prefix + 1})
-	if err != nil || !ok {
-		return math.MaxInt64, err
-	}
-	return layout.ReadTime(k[1:9]), nil
+	return ops.FirstIndex(st, prefix)
 }
 
 // OnAbort forgets the due-time bounds (exec.AbortListener): the aborted
