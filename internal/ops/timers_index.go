@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/sluice-streams/sluice/internal/layout"
@@ -28,6 +29,9 @@ func FirstIndex(st *store.Staged, prefix byte) (int64, error) {
 	k, _, ok, err := st.First([]byte{prefix}, []byte{prefix + 1})
 	if err != nil || !ok {
 		return math.MaxInt64, err
+	}
+	if len(k) < 9 {
+		return 0, fmt.Errorf("ops: index key of %d bytes in store %s", len(k), st.Name())
 	}
 	return layout.ReadTime(k[1:9]), nil
 }
