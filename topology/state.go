@@ -1,13 +1,11 @@
 package topology
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
-	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -17,28 +15,10 @@ import (
 // or in-memory engine, staged writes, a changelog topic
 // <application.id>-<name>-changelog it restores from), declared by a
 // function below and passed to Process; the processor opens it in Init.
-// The typed handles encode keys and values with the state's serdes and lay
-// them out in the store as follows, the first byte naming the kind of key:
-//
-//	c                                → 1, clock (8 bytes)         the state's clock (TTL only)
-//	v key                            → entry                       value, reducing and aggregating state
-//	l key                            → 1, (uvarint len, entry)...  list state: the whole list in one value
-//	m uvarint(len(key)) key userkey  → entry                       map state: one store entry per map entry
-//
-// where an entry is a format byte (entryPlain or entryTimed), the write
-// time when timed, then the value's bytes. The format byte lets the layout
-// evolve (a state may gain or lose a TTL between deployments); the kind
-// byte keeps a state whose kind was changed under the same name from
-// misreading its old entries, which it simply no longer sees.
-//
-// Map entries are length-prefixed by the key so that one key's entries are
-// one contiguous range, which no other key's entries can fall in even when
-// one key's bytes begin with another's. A list is one value, as in Flink's
-// RocksDB backend: reading it is one point lookup, whereas one entry per
-// element would need a range scan, which in a Staged store costs a pass
-// over every write staged since the commit; the price is that an Add
-// rewrites the list, so lists should stay short (a map keyed by a sequence
-// number holds long ones).
+// The handles are thin: the runtime behind them (the clock, expiry, the
+// entry format) is internal/ops's, and the bytes it writes are laid out as
+// internal/layout's state.go draws. A list is one value, so lists should
+// stay short (a map keyed by a sequence number holds long ones).
 
 // Sentinel errors of keyed state.
 var (
@@ -54,28 +34,6 @@ var (
 	// state's layout cannot have produced.
 	ErrCorruptState = errors.New("topology: corrupt state")
 )
-
-// Key kinds (the first byte of every key of a state's store).
-const (
-	kindClock = 'c'
-	kindValue = 'v'
-	kindList  = 'l'
-	kindMap   = 'm'
-)
-
-// Value formats.
-const (
-	entryPlain  byte = 1 // the value's bytes follow
-	entryTimed  byte = 2 // the write time (8 bytes, big-endian), then the value's bytes
-	listFormat  byte = 1 // (uvarint len, entry) per element follows
-	clockFormat byte = 1 // the clock (8 bytes, big-endian) follows
-)
-
-// noTime is the clock of a state that has seen no time, like the task's
-// stream time before its first record.
-const noTime = -1
-
-var clockKey = []byte{kindClock}
 
 // StateOption configures a keyed state: StateTTL, or a StoreOption
 // (InMemory, WithoutCache), which applies to the state's store.
@@ -178,209 +136,17 @@ func (s *stateSpec) register(t *Topology, kind string, serdes, functions bool) b
 	return true
 }
 
-// keyed is the untyped core of every keyed state handle in one task: the
-// clock, the entry format, expiry and the guard against writes during a
-// Range.
-type keyed struct {
-	name string
-	s    *store.Staged // nil: the processor did not declare the state
-	ttl  int64         // milliseconds; 0: entries never expire
-	// ctx is the task's context when opened in a task; nil for a View,
-	// which neither follows a stream time nor deletes on read, since it
-	// may be reading a store that its task owns.
-	ctx exec.Context
-	// ranging counts the Ranges in progress: the stage must not change
-	// under one (store.Staged.Range).
-	ranging int
+// stateErrors are the sentinels the keyed state runtime wraps.
+var stateErrors = ops.StateErrors{Corrupt: ErrCorruptState, NoTime: ErrStateNoTime, Undeclared: ErrUnknownStore}
+
+// open opens a handle's core on st; clock is nil for a View.
+func (s *stateSpec) open(st *store.Staged, clock ops.StreamClock) *ops.Keyed {
+	return ops.NewKeyed(ops.StateConfig{Name: s.store.Name, TTL: s.ttl.Milliseconds(), Errors: stateErrors}, st, clock)
 }
 
-func (s *stateSpec) open(st *store.Staged, ctx exec.Context) keyed {
-	return keyed{name: s.store.Name, s: st, ttl: s.ttl.Milliseconds(), ctx: ctx}
-}
-
-func (s *stateSpec) openIn(ctx interface{ execContext() exec.Context }) keyed {
-	c := ctx.execContext()
+func (s *stateSpec) openIn(ctx StateContext) *ops.Keyed {
+	c := ctx.processContext().Exec()
 	return s.open(c.Store(s.store.Name), c)
-}
-
-func (c *keyed) errorf(format string, args ...any) error {
-	return fmt.Errorf("store %s: "+format, append([]any{c.name}, args...)...)
-}
-
-func (c *keyed) ready() error {
-	if c.s == nil {
-		return c.errorf("%w: the processor did not pass the state to Process", ErrUnknownStore)
-	}
-	return nil
-}
-
-func (c *keyed) read(key []byte) ([]byte, bool, error) {
-	if err := c.ready(); err != nil {
-		return nil, false, err
-	}
-	b, ok, err := c.s.Get(key)
-	if err != nil {
-		return nil, false, c.errorf("%w", err)
-	}
-	return b, ok, nil
-}
-
-func (c *keyed) write(key, value []byte) error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	if c.ranging > 0 {
-		return c.errorf("write during Range")
-	}
-	return c.s.Put(key, value)
-}
-
-func (c *keyed) delete(key []byte) error {
-	if err := c.ready(); err != nil {
-		return err
-	}
-	if c.ranging > 0 {
-		return c.errorf("write during Range")
-	}
-	return c.s.Delete(key)
-}
-
-// cleans says whether the handle removes the expired entries it reads:
-// only inside a task, and not under a Range.
-func (c *keyed) cleans() bool { return c.ctx != nil && c.ranging == 0 }
-
-// drop deletes an entry found expired, if the handle cleans.
-func (c *keyed) drop(key []byte) error {
-	if !c.cleans() {
-		return nil
-	}
-	return c.s.Delete(key)
-}
-
-func (c *keyed) storedClock() (int64, error) {
-	b, ok, err := c.read(clockKey)
-	if err != nil || !ok {
-		return noTime, err
-	}
-	if len(b) != 9 || b[0] != clockFormat {
-		return 0, c.errorf("clock of %d bytes: %w", len(b), ErrCorruptState)
-	}
-	return int64(binary.BigEndian.Uint64(b[1:])), nil
-}
-
-// now is the clock that expiry is judged by and writes are stamped with:
-// the later of the stored clock and the task's stream time (a view has
-// only the stored clock); noTime without a TTL, or before any time. The
-// clock is written to the store whenever it moves, so that after a restart
-// it is never behind a time a committed decision was made at.
-func (c *keyed) now() (int64, error) {
-	if c.ttl == 0 {
-		return noTime, nil
-	}
-	cur, err := c.storedClock()
-	if err != nil || c.ctx == nil {
-		return cur, err
-	}
-	ts := c.ctx.StreamTime()
-	if ts <= cur {
-		return cur, nil
-	}
-	b := binary.BigEndian.AppendUint64([]byte{clockFormat}, uint64(ts))
-	return ts, c.write(clockKey, b)
-}
-
-// stamp is the write time of an entry written now.
-func (c *keyed) stamp() (int64, error) {
-	now, err := c.now()
-	if err != nil || c.ttl == 0 {
-		return now, err
-	}
-	if now < 0 {
-		return 0, c.errorf("%w", ErrStateNoTime)
-	}
-	return now, nil
-}
-
-func (c *keyed) appendEntry(dst []byte, at int64, vb []byte) []byte {
-	if c.ttl == 0 {
-		return append(append(dst, entryPlain), vb...)
-	}
-	dst = binary.BigEndian.AppendUint64(append(dst, entryTimed), uint64(at))
-	return append(dst, vb...)
-}
-
-// entry is a decoded entry: its value's bytes, and its write time if timed.
-type entry struct {
-	payload []byte
-	at      int64
-	timed   bool
-}
-
-func parseEntry(b []byte) (entry, error) {
-	if len(b) == 0 {
-		return entry{}, fmt.Errorf("%w: empty entry", ErrCorruptState)
-	}
-	switch b[0] {
-	case entryPlain:
-		return entry{payload: b[1:]}, nil
-	case entryTimed:
-		if len(b) < 9 {
-			return entry{}, fmt.Errorf("%w: timed entry of %d bytes", ErrCorruptState, len(b))
-		}
-		at := int64(binary.BigEndian.Uint64(b[1:9]))
-		if at < 0 {
-			return entry{}, fmt.Errorf("%w: write time %d", ErrCorruptState, at)
-		}
-		return entry{payload: b[9:], at: at, timed: true}, nil
-	}
-	return entry{}, fmt.Errorf("%w: entry format %d", ErrCorruptState, b[0])
-}
-
-// expired says whether e is expired at now. Entries written without a TTL
-// never are, and neither is anything once the TTL is removed.
-func (c *keyed) expired(e entry, now int64) bool {
-	return c.ttl > 0 && e.timed && now-e.at >= c.ttl
-}
-
-// get returns the value bytes of the entry under key; an expired entry is
-// absent, and deleted. The bytes are the store's: the caller must not
-// modify them.
-func (c *keyed) get(key []byte) ([]byte, bool, error) {
-	b, ok, err := c.read(key)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	e, err := parseEntry(b)
-	if err != nil {
-		return nil, false, c.errorf("%w", err)
-	}
-	if e.timed && c.ttl > 0 {
-		now, err := c.now()
-		if err != nil {
-			return nil, false, err
-		}
-		if c.expired(e, now) {
-			return nil, false, c.drop(key)
-		}
-	}
-	return e.payload, true, nil
-}
-
-func (c *keyed) put(key, vb []byte) error {
-	at, err := c.stamp()
-	if err != nil {
-		return err
-	}
-	return c.write(key, c.appendEntry(nil, at, vb))
-}
-
-func valueKey(kb []byte) []byte { return append([]byte{kindValue}, kb...) }
-
-func listKey(kb []byte) []byte { return append([]byte{kindList}, kb...) }
-
-// mapPrefix is the prefix of all of kb's map entries.
-func mapPrefix(kb []byte) []byte {
-	return append(binary.AppendUvarint([]byte{kindMap}, uint64(len(kb))), kb...)
 }
 
 // ---- value state ----------------------------------------------------------
@@ -408,8 +174,8 @@ func (s ValueSpec[K, V]) register(t *Topology) bool {
 }
 
 // Open returns the state in the task that ctx belongs to. Call it in Init.
-func (s ValueSpec[K, V]) Open(ctx interface{ execContext() exec.Context }) *KeyedValue[K, V] {
-	return &KeyedValue[K, V]{c: s.st.openIn(ctx), ks: s.ks, vs: s.vs}
+func (s ValueSpec[K, V]) Open(ctx StateContext) *KeyedValue[K, V] {
+	return &KeyedValue[K, V]{v: ops.NewValueState(s.st.openIn(ctx), s.ks, s.vs)}
 }
 
 // View types a staged store with the state's layout and serdes, for drivers
@@ -419,62 +185,23 @@ func (s ValueSpec[K, V]) Open(ctx interface{ execContext() exec.Context }) *Keye
 // moves. A view's reads never write: it does not delete the expired
 // entries it finds.
 func (s ValueSpec[K, V]) View(st *store.Staged) *KeyedValue[K, V] {
-	return &KeyedValue[K, V]{c: s.st.open(st, nil), ks: s.ks, vs: s.vs}
+	return &KeyedValue[K, V]{v: ops.NewValueState(s.st.open(st, nil), s.ks, s.vs)}
 }
 
 // KeyedValue is a value state inside a task: one value per key. Writes are
 // staged until the task's transaction commits; reads see them at once.
 type KeyedValue[K, V any] struct {
-	c  keyed
-	ks serde.Serde[K]
-	vs serde.Serde[V]
-}
-
-func (v *KeyedValue[K, V]) key(k K) ([]byte, error) {
-	kb, err := v.ks.Encode(k)
-	if err != nil {
-		return nil, v.c.errorf("key: %w", err)
-	}
-	return valueKey(kb), nil
+	v *ops.ValueState[K, V]
 }
 
 // Get returns the value of k; ok is false if it has none or it expired.
-func (v *KeyedValue[K, V]) Get(k K) (val V, ok bool, err error) {
-	key, err := v.key(k)
-	if err != nil {
-		return val, false, err
-	}
-	b, ok, err := v.c.get(key)
-	if err != nil || !ok {
-		return val, false, err
-	}
-	if val, err = v.vs.Decode(b); err != nil {
-		return val, false, v.c.errorf("value: %w", err)
-	}
-	return val, true, nil
-}
+func (v *KeyedValue[K, V]) Get(k K) (val V, ok bool, err error) { return v.v.Get(k) }
 
 // Set sets the value of k, stamped with the state's clock under a TTL.
-func (v *KeyedValue[K, V]) Set(k K, val V) error {
-	key, err := v.key(k)
-	if err != nil {
-		return err
-	}
-	vb, err := v.vs.Encode(val)
-	if err != nil {
-		return v.c.errorf("value: %w", err)
-	}
-	return v.c.put(key, vb)
-}
+func (v *KeyedValue[K, V]) Set(k K, val V) error { return v.v.Set(k, val) }
 
 // Clear removes the value of k.
-func (v *KeyedValue[K, V]) Clear(k K) error {
-	key, err := v.key(k)
-	if err != nil {
-		return err
-	}
-	return v.c.delete(key)
-}
+func (v *KeyedValue[K, V]) Clear(k K) error { return v.v.Clear(k) }
 
 // ---- reducing state -------------------------------------------------------
 
@@ -499,41 +226,31 @@ func (s ReducingSpec[K, V]) register(t *Topology) bool {
 }
 
 // Open returns the state in the task that ctx belongs to. Call it in Init.
-func (s ReducingSpec[K, V]) Open(ctx interface{ execContext() exec.Context }) *KeyedReducing[K, V] {
-	return &KeyedReducing[K, V]{v: s.v.Open(ctx), reduce: s.reduce}
+func (s ReducingSpec[K, V]) Open(ctx StateContext) *KeyedReducing[K, V] {
+	return &KeyedReducing[K, V]{r: ops.NewReducingState(s.v.Open(ctx).v, s.reduce)}
 }
 
 // View types a staged store like ValueSpec.View.
 func (s ReducingSpec[K, V]) View(st *store.Staged) *KeyedReducing[K, V] {
-	return &KeyedReducing[K, V]{v: s.v.View(st), reduce: s.reduce}
+	return &KeyedReducing[K, V]{r: ops.NewReducingState(s.v.View(st).v, s.reduce)}
 }
 
 // KeyedReducing is a reducing state inside a task. It is a value state
 // underneath (the same layout), so a value state may become a reducing
 // state under the same name and keep its values.
 type KeyedReducing[K, V any] struct {
-	v      *KeyedValue[K, V]
-	reduce func(V, V) V
+	r *ops.ReducingState[K, V]
 }
 
 // Add folds val into k's value: the value becomes val if k has none (or
 // it expired), else reduce(value, val).
-func (r *KeyedReducing[K, V]) Add(k K, val V) error {
-	cur, ok, err := r.v.Get(k)
-	if err != nil {
-		return err
-	}
-	if ok {
-		val = r.reduce(cur, val)
-	}
-	return r.v.Set(k, val)
-}
+func (r *KeyedReducing[K, V]) Add(k K, val V) error { return r.r.Add(k, val) }
 
 // Get returns the reduction of k's values.
-func (r *KeyedReducing[K, V]) Get(k K) (V, bool, error) { return r.v.Get(k) }
+func (r *KeyedReducing[K, V]) Get(k K) (V, bool, error) { return r.r.Get(k) }
 
 // Clear removes k's value.
-func (r *KeyedReducing[K, V]) Clear(k K) error { return r.v.Clear(k) }
+func (r *KeyedReducing[K, V]) Clear(k K) error { return r.r.Clear(k) }
 
 // ---- aggregating state ----------------------------------------------------
 
@@ -562,45 +279,35 @@ func (s AggregatingSpec[K, IN, ACC, OUT]) register(t *Topology) bool {
 }
 
 // Open returns the state in the task that ctx belongs to. Call it in Init.
-func (s AggregatingSpec[K, IN, ACC, OUT]) Open(ctx interface{ execContext() exec.Context }) *KeyedAggregating[K, IN, ACC, OUT] {
-	return &KeyedAggregating[K, IN, ACC, OUT]{acc: s.acc.Open(ctx), spec: s}
+func (s AggregatingSpec[K, IN, ACC, OUT]) Open(ctx StateContext) *KeyedAggregating[K, IN, ACC, OUT] {
+	return s.typed(s.acc.Open(ctx))
 }
 
 // View types a staged store like ValueSpec.View.
 func (s AggregatingSpec[K, IN, ACC, OUT]) View(st *store.Staged) *KeyedAggregating[K, IN, ACC, OUT] {
-	return &KeyedAggregating[K, IN, ACC, OUT]{acc: s.acc.View(st), spec: s}
+	return s.typed(s.acc.View(st))
+}
+
+func (s AggregatingSpec[K, IN, ACC, OUT]) typed(acc *KeyedValue[K, ACC]) *KeyedAggregating[K, IN, ACC, OUT] {
+	return &KeyedAggregating[K, IN, ACC, OUT]{a: ops.NewAggregatingState(acc.v, s.init, s.add, s.result)}
 }
 
 // KeyedAggregating is an aggregating state inside a task.
 type KeyedAggregating[K, IN, ACC, OUT any] struct {
-	acc  *KeyedValue[K, ACC]
-	spec AggregatingSpec[K, IN, ACC, OUT]
+	a *ops.AggregatingState[K, IN, ACC, OUT]
 }
 
 // Add adds in to k's accumulator, which starts as init() if k has none (or
 // it expired).
-func (a *KeyedAggregating[K, IN, ACC, OUT]) Add(k K, in IN) error {
-	acc, ok, err := a.acc.Get(k)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		acc = a.spec.init()
-	}
-	return a.acc.Set(k, a.spec.add(in, acc))
-}
+func (a *KeyedAggregating[K, IN, ACC, OUT]) Add(k K, in IN) error { return a.a.Add(k, in) }
 
 // Get returns the result of k's accumulator; ok is false if k has none.
 func (a *KeyedAggregating[K, IN, ACC, OUT]) Get(k K) (out OUT, ok bool, err error) {
-	acc, ok, err := a.acc.Get(k)
-	if err != nil || !ok {
-		return out, false, err
-	}
-	return a.spec.result(acc), true, nil
+	return a.a.Get(k)
 }
 
 // Clear removes k's accumulator.
-func (a *KeyedAggregating[K, IN, ACC, OUT]) Clear(k K) error { return a.acc.Clear(k) }
+func (a *KeyedAggregating[K, IN, ACC, OUT]) Clear(k K) error { return a.a.Clear(k) }
 
 // ---- list state -----------------------------------------------------------
 
@@ -625,169 +332,34 @@ func (s ListSpec[K, V]) register(t *Topology) bool {
 }
 
 // Open returns the state in the task that ctx belongs to. Call it in Init.
-func (s ListSpec[K, V]) Open(ctx interface{ execContext() exec.Context }) *KeyedList[K, V] {
-	return &KeyedList[K, V]{c: s.st.openIn(ctx), ks: s.ks, vs: s.vs}
+func (s ListSpec[K, V]) Open(ctx StateContext) *KeyedList[K, V] {
+	return &KeyedList[K, V]{l: ops.NewListState(s.st.openIn(ctx), s.ks, s.vs)}
 }
 
 // View types a staged store like ValueSpec.View.
 func (s ListSpec[K, V]) View(st *store.Staged) *KeyedList[K, V] {
-	return &KeyedList[K, V]{c: s.st.open(st, nil), ks: s.ks, vs: s.vs}
+	return &KeyedList[K, V]{l: ops.NewListState(s.st.open(st, nil), s.ks, s.vs)}
 }
 
 // KeyedList is a list state inside a task. A key's list is stored as one
-// value (see the layout at the top of state.go), so an Add costs a read and
-// a rewrite of the whole list.
+// value, so an Add costs a read and a rewrite of the whole list.
 type KeyedList[K, V any] struct {
-	c  keyed
-	ks serde.Serde[K]
-	vs serde.Serde[V]
-}
-
-func (l *KeyedList[K, V]) key(k K) ([]byte, error) {
-	kb, err := l.ks.Encode(k)
-	if err != nil {
-		return nil, l.c.errorf("key: %w", err)
-	}
-	return listKey(kb), nil
-}
-
-// live calls fn with the raw bytes of each element of the list stored as b
-// (nil: none) that is live at now, and says whether any was expired.
-func (l *KeyedList[K, V]) live(b []byte, now int64, fn func(raw []byte, e entry) error) (expired bool, err error) {
-	if b == nil {
-		return false, nil
-	}
-	if len(b) == 0 || b[0] != listFormat {
-		return false, l.c.errorf("%w: list of %d bytes", ErrCorruptState, len(b))
-	}
-	for rest := b[1:]; len(rest) > 0; {
-		n, w := binary.Uvarint(rest)
-		if w <= 0 || n > uint64(len(rest)-w) {
-			return false, l.c.errorf("%w: list element length", ErrCorruptState)
-		}
-		raw := rest[w : w+int(n)]
-		rest = rest[w+int(n):]
-		e, err := parseEntry(raw)
-		if err != nil {
-			return false, l.c.errorf("list element: %w", err)
-		}
-		if l.c.expired(e, now) {
-			expired = true
-			continue
-		}
-		if err := fn(raw, e); err != nil {
-			return false, err
-		}
-	}
-	return expired, nil
-}
-
-func appendElement(dst, raw []byte) []byte {
-	return append(binary.AppendUvarint(dst, uint64(len(raw))), raw...)
+	l *ops.ListState[K, V]
 }
 
 // Get returns k's list in the order of its elements' writes; nil if it has
 // none. Expired elements are left out, and deleted.
-func (l *KeyedList[K, V]) Get(k K) ([]V, error) {
-	key, err := l.key(k)
-	if err != nil {
-		return nil, err
-	}
-	b, _, err := l.c.read(key)
-	if err != nil {
-		return nil, err
-	}
-	now, err := l.c.now()
-	if err != nil {
-		return nil, err
-	}
-	var vals []V
-	var kept []byte
-	expired, err := l.live(b, now, func(raw []byte, e entry) error {
-		v, err := l.vs.Decode(e.payload)
-		if err != nil {
-			return l.c.errorf("value: %w", err)
-		}
-		vals = append(vals, v)
-		kept = appendElement(kept, raw)
-		return nil
-	})
-	if err != nil || !expired {
-		return vals, err
-	}
-	if !l.c.cleans() {
-		return vals, nil
-	}
-	if kept == nil {
-		return vals, l.c.delete(key)
-	}
-	return vals, l.c.write(key, append([]byte{listFormat}, kept...))
-}
+func (l *KeyedList[K, V]) Get(k K) ([]V, error) { return l.l.Get(k) }
 
 // Add appends val to k's list, dropping the list's expired elements.
-func (l *KeyedList[K, V]) Add(k K, val V) error {
-	key, err := l.key(k)
-	if err != nil {
-		return err
-	}
-	vb, err := l.vs.Encode(val)
-	if err != nil {
-		return l.c.errorf("value: %w", err)
-	}
-	at, err := l.c.stamp()
-	if err != nil {
-		return err
-	}
-	b, _, err := l.c.read(key)
-	if err != nil {
-		return err
-	}
-	out := []byte{listFormat}
-	// at is the clock when there is a TTL, so expiry is judged by it too.
-	if _, err := l.live(b, at, func(raw []byte, _ entry) error {
-		out = appendElement(out, raw)
-		return nil
-	}); err != nil {
-		return err
-	}
-	return l.c.write(key, appendElement(out, l.c.appendEntry(nil, at, vb)))
-}
+func (l *KeyedList[K, V]) Add(k K, val V) error { return l.l.Add(k, val) }
 
 // Update replaces k's list with vals, all stamped now; an empty vals
 // clears it.
-func (l *KeyedList[K, V]) Update(k K, vals []V) error {
-	key, err := l.key(k)
-	if err != nil {
-		return err
-	}
-	if len(vals) == 0 {
-		return l.c.delete(key)
-	}
-	at, err := l.c.stamp()
-	if err != nil {
-		return err
-	}
-	out := []byte{listFormat}
-	var elem []byte
-	for _, v := range vals {
-		vb, err := l.vs.Encode(v)
-		if err != nil {
-			return l.c.errorf("value: %w", err)
-		}
-		elem = l.c.appendEntry(elem[:0], at, vb)
-		out = appendElement(out, elem)
-	}
-	return l.c.write(key, out)
-}
+func (l *KeyedList[K, V]) Update(k K, vals []V) error { return l.l.Update(k, vals) }
 
 // Clear removes k's list.
-func (l *KeyedList[K, V]) Clear(k K) error {
-	key, err := l.key(k)
-	if err != nil {
-		return err
-	}
-	return l.c.delete(key)
-}
+func (l *KeyedList[K, V]) Clear(k K) error { return l.l.Clear(k) }
 
 // ---- map state ------------------------------------------------------------
 
@@ -815,160 +387,34 @@ func (s MapSpec[K, UK, UV]) register(t *Topology) bool {
 }
 
 // Open returns the state in the task that ctx belongs to. Call it in Init.
-func (s MapSpec[K, UK, UV]) Open(ctx interface{ execContext() exec.Context }) *KeyedMap[K, UK, UV] {
-	return &KeyedMap[K, UK, UV]{c: s.st.openIn(ctx), ks: s.ks, uks: s.uks, uvs: s.uvs}
+func (s MapSpec[K, UK, UV]) Open(ctx StateContext) *KeyedMap[K, UK, UV] {
+	return &KeyedMap[K, UK, UV]{m: ops.NewMapState(s.st.openIn(ctx), s.ks, s.uks, s.uvs)}
 }
 
 // View types a staged store like ValueSpec.View.
 func (s MapSpec[K, UK, UV]) View(st *store.Staged) *KeyedMap[K, UK, UV] {
-	return &KeyedMap[K, UK, UV]{c: s.st.open(st, nil), ks: s.ks, uks: s.uks, uvs: s.uvs}
+	return &KeyedMap[K, UK, UV]{m: ops.NewMapState(s.st.open(st, nil), s.ks, s.uks, s.uvs)}
 }
 
 // KeyedMap is a map state inside a task.
 type KeyedMap[K, UK, UV any] struct {
-	c   keyed
-	ks  serde.Serde[K]
-	uks serde.Serde[UK]
-	uvs serde.Serde[UV]
-}
-
-func (m *KeyedMap[K, UK, UV]) prefix(k K) ([]byte, error) {
-	kb, err := m.ks.Encode(k)
-	if err != nil {
-		return nil, m.c.errorf("key: %w", err)
-	}
-	return mapPrefix(kb), nil
-}
-
-func (m *KeyedMap[K, UK, UV]) key(k K, uk UK) ([]byte, error) {
-	p, err := m.prefix(k)
-	if err != nil {
-		return nil, err
-	}
-	ukb, err := m.uks.Encode(uk)
-	if err != nil {
-		return nil, m.c.errorf("map key: %w", err)
-	}
-	return append(p, ukb...), nil
+	m *ops.MapState[K, UK, UV]
 }
 
 // Get returns the value under uk in k's map.
-func (m *KeyedMap[K, UK, UV]) Get(k K, uk UK) (uv UV, ok bool, err error) {
-	key, err := m.key(k, uk)
-	if err != nil {
-		return uv, false, err
-	}
-	b, ok, err := m.c.get(key)
-	if err != nil || !ok {
-		return uv, false, err
-	}
-	if uv, err = m.uvs.Decode(b); err != nil {
-		return uv, false, m.c.errorf("value: %w", err)
-	}
-	return uv, true, nil
-}
+func (m *KeyedMap[K, UK, UV]) Get(k K, uk UK) (uv UV, ok bool, err error) { return m.m.Get(k, uk) }
 
 // Put sets uk to uv in k's map.
-func (m *KeyedMap[K, UK, UV]) Put(k K, uk UK, uv UV) error {
-	key, err := m.key(k, uk)
-	if err != nil {
-		return err
-	}
-	vb, err := m.uvs.Encode(uv)
-	if err != nil {
-		return m.c.errorf("value: %w", err)
-	}
-	return m.c.put(key, vb)
-}
+func (m *KeyedMap[K, UK, UV]) Put(k K, uk UK, uv UV) error { return m.m.Put(k, uk, uv) }
 
 // Remove removes uk from k's map.
-func (m *KeyedMap[K, UK, UV]) Remove(k K, uk UK) error {
-	key, err := m.key(k, uk)
-	if err != nil {
-		return err
-	}
-	return m.c.delete(key)
-}
+func (m *KeyedMap[K, UK, UV]) Remove(k K, uk UK) error { return m.m.Remove(k, uk) }
 
 // Range calls fn for each live entry of k's map, in byte order of the
 // encoded map keys, and deletes the expired entries it passes once done.
 // An error from fn stops the iteration and is returned as is. fn may read
 // this state but not write to it: a write returns an error.
-func (m *KeyedMap[K, UK, UV]) Range(k K, fn func(UK, UV) error) error {
-	p, err := m.prefix(k)
-	if err != nil {
-		return err
-	}
-	now, err := m.c.now()
-	if err != nil {
-		return err
-	}
-	var expired [][]byte
-	err = m.each(p, func(key []byte, e entry) error {
-		if m.c.expired(e, now) {
-			expired = append(expired, append([]byte(nil), key...))
-			return nil
-		}
-		uk, err := m.uks.Decode(key[len(p):])
-		if err != nil {
-			return m.c.errorf("map key: %w", err)
-		}
-		uv, err := m.uvs.Decode(e.payload)
-		if err != nil {
-			return m.c.errorf("value: %w", err)
-		}
-		return fn(uk, uv)
-	})
-	for _, key := range expired {
-		if derr := m.c.drop(key); err == nil {
-			err = derr
-		}
-	}
-	return err
-}
-
-// each calls fn with every entry whose key begins with p, with writes
-// barred meanwhile.
-func (m *KeyedMap[K, UK, UV]) each(p []byte, fn func(key []byte, e entry) error) error {
-	if err := m.c.ready(); err != nil {
-		return err
-	}
-	m.c.ranging++
-	defer func() { m.c.ranging-- }()
-	return m.c.s.Range(p, layout.PrefixEnd(p), func(key, b []byte) error {
-		e, err := parseEntry(b)
-		if err != nil {
-			return m.c.errorf("%w", err)
-		}
-		return fn(key, e)
-	})
-}
+func (m *KeyedMap[K, UK, UV]) Range(k K, fn func(UK, UV) error) error { return m.m.Range(k, fn) }
 
 // Clear removes k's whole map.
-func (m *KeyedMap[K, UK, UV]) Clear(k K) error {
-	p, err := m.prefix(k)
-	if err != nil {
-		return err
-	}
-	var keys [][]byte
-	if err := m.c.ready(); err != nil {
-		return err
-	}
-	// Only the keys are collected: an entry that does not parse is
-	// cleared all the same.
-	m.c.ranging++
-	err = m.c.s.Range(p, layout.PrefixEnd(p), func(key, _ []byte) error {
-		keys = append(keys, append([]byte(nil), key...))
-		return nil
-	})
-	m.c.ranging--
-	if err != nil {
-		return m.c.errorf("%w", err)
-	}
-	for _, key := range keys {
-		if err := m.c.delete(key); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (m *KeyedMap[K, UK, UV]) Clear(k K) error { return m.m.Clear(k) }

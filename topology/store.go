@@ -95,8 +95,8 @@ func (m Materialization[K, V]) folding(n *exec.Node) *exec.Node {
 }
 
 // Open returns the store in the task that ctx belongs to. Call it in Init.
-func (m Materialization[K, V]) Open(ctx interface{ execContext() exec.Context }) *KV[K, V] {
-	return m.open(ctx.execContext())
+func (m Materialization[K, V]) Open(ctx StateContext) *KV[K, V] {
+	return m.open(ctx.processContext().Exec())
 }
 
 func (m Materialization[K, V]) open(c exec.Context) *KV[K, V] {

@@ -30,19 +30,6 @@ import (
 // flags every selector there on an import of a package whose path has an
 // "internal" element, and dot imports of such packages.
 
-// pendingLeaks are findings known to be removed on another branch of
-// issue 16 (the keyed-state helper replaces the anonymous interface of
-// Open with a named type). Remove an entry when that branch is merged:
-// the test then fails on a stale entry.
-var pendingLeaks = map[string]bool{
-	"topology: AggregatingSpec.Open": true,
-	"topology: ListSpec.Open":        true,
-	"topology: MapSpec.Open":         true,
-	"topology: Materialization.Open": true,
-	"topology: ReducingSpec.Open":    true,
-	"topology: ValueSpec.Open":       true,
-}
-
 // leak is one finding: the declaration that shows an internal name, and
 // where.
 type leak struct {
@@ -247,23 +234,12 @@ func TestPublicAPIHidesInternalTypes(t *testing.T) {
 			t.Fatalf("lint: public package %s not found among %v", want, dirs)
 		}
 	}
-	seen := map[string]bool{}
 	for _, dir := range dirs {
 		for _, l := range leaksIn(t, filepath.Join(root, dir)) {
-			key := filepath.ToSlash(dir) + ": " + l.decl
-			if pendingLeaks[key] {
-				seen[key] = true
-				continue
-			}
 			if rel, err := filepath.Rel(root, l.pos.Filename); err == nil {
 				l.pos.Filename = rel
 			}
 			t.Error(l)
-		}
-	}
-	for key := range pendingLeaks {
-		if !seen[key] {
-			t.Errorf("lint: %s no longer leaks: remove it from pendingLeaks", key)
 		}
 	}
 }
