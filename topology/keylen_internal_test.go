@@ -1,68 +1,11 @@
 package topology
 
 import (
-	"bytes"
-	"fmt"
 	"testing"
 
-	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 )
-
-// joinRangeErrors checks a builder of join ranges over keys of every
-// length: the range of [from, to] must hold exactly the join records of
-// the key with timestamps in it. It returns one line per key that fails.
-func joinRangeErrors(build func(kb []byte, from, to int64) (start, end []byte)) []string {
-	keys := testkeys.Bytes()
-	for _, k := range testkeys.All() {
-		keys = append(keys, []byte(k))
-	}
-	var bad []string
-	const from, to = 100, 200
-	for _, kb := range keys {
-		start, end := build(kb, from, to)
-		for _, ts := range []int64{from - 1, from, 150, to, to + 1} {
-			k := joinKey(kb, ts, 7)
-			in := bytes.Compare(k, start) >= 0 && bytes.Compare(k, end) < 0
-			if want := ts >= from && ts <= to; in != want {
-				bad = append(bad, fmt.Sprintf("key of %d bytes: record at %d in range %v, want %v", len(kb), ts, in, want))
-				break
-			}
-		}
-	}
-	return bad
-}
-
-func TestJoinRangeEveryKeyLength(t *testing.T) {
-	if bad := joinRangeErrors(joinRange); len(bad) > 0 {
-		t.Fatalf("%d keys: %v", len(bad), bad)
-	}
-}
-
-// TestJoinRangeCheckCatchesSharedPrefix is the negative control: the
-// bounds built as before the fix, both appended to one prefix, fail the
-// check for the key lengths whose prefix has spare capacity, the 36-byte
-// UUID among them.
-func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
-	shared := func(kb []byte, from, to int64) ([]byte, []byte) {
-		pre := layout.WindowKeyPrefix(kb)
-		// lint:ignore appendalias the defect this control reintroduces
-		return layout.AppendTime(pre, from), layout.AppendTime(pre, to+1)
-	}
-	bad := joinRangeErrors(shared)
-	if len(bad) == 0 {
-		t.Fatal("the check passes bounds that share a prefix's array")
-	}
-	uuid := false
-	for _, b := range bad {
-		uuid = uuid || bytes.HasPrefix([]byte(b), []byte("key of 36 bytes"))
-	}
-	if !uuid {
-		t.Fatalf("the check misses 36-byte keys; it caught %v", bad)
-	}
-	t.Logf("caught %d keys, e.g. %s", len(bad), bad[0])
-}
 
 // TestTableOpSerdeEveryLength round-trips the group operations with values
 // of every length, and decodes the one-sided forms written before updates
