@@ -29,7 +29,7 @@ import (
 
 // deterministicDirs are the packages of the deterministic core, relative
 // to the module's root.
-var deterministicDirs = []string{"internal/task", "internal/exec", "window", "topology"}
+var deterministicDirs = []string{"internal/task", "internal/exec", "window", "topology", "internal/ops", "internal/layout"}
 
 // wallClock are the functions of package time that read or wait on the
 // wall clock.
