@@ -3,18 +3,13 @@ package layout
 import (
 	"bytes"
 	"testing"
-
-	"github.com/sluice-streams/sluice/internal/testkeys"
 )
 
 // TestSubscriptionRangesAreDisjoint: over foreign keys and left keys of
 // every length, a subscription key lies in the range of its own foreign
 // key's prefix only, and the left key comes back from it.
 func TestSubscriptionRangesAreDisjoint(t *testing.T) {
-	keys := testkeys.Bytes()
-	for _, k := range testkeys.All() {
-		keys = append(keys, []byte(k))
-	}
+	keys := everyKey()
 	for i, fk := range keys {
 		kb := keys[(i*7+3)%len(keys)]
 		key := SubscriptionKey(SubscriptionPrefix(fk), kb)

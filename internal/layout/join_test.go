@@ -8,14 +8,22 @@ import (
 	"github.com/sluice-streams/sluice/internal/testkeys"
 )
 
-// joinRangeErrors checks a builder of join ranges over keys of every
-// length: the range of [from, to] must hold exactly the join records of
-// the key with timestamps in it. It returns one line per key that fails.
-func joinRangeErrors(build func(kb []byte, from, to int64) (start, end []byte)) []string {
+// everyKey returns the keys the layout tests run with: raw bytes of every
+// length (testkeys.Bytes), then UTF-8 keys of every length and UUIDs
+// (testkeys.All).
+func everyKey() [][]byte {
 	keys := testkeys.Bytes()
 	for _, k := range testkeys.All() {
 		keys = append(keys, []byte(k))
 	}
+	return keys
+}
+
+// joinRangeErrors checks a builder of join ranges over keys of every
+// length: the range of [from, to] must hold exactly the join records of
+// the key with timestamps in it. It returns one line per key that fails.
+func joinRangeErrors(build func(kb []byte, from, to int64) (start, end []byte)) []string {
+	keys := everyKey()
 	var bad []string
 	const from, to = 100, 200
 	for _, kb := range keys {

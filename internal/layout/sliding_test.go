@@ -3,8 +3,6 @@ package layout
 import (
 	"bytes"
 	"testing"
-
-	"github.com/sluice-streams/sluice/internal/testkeys"
 )
 
 // TestSlidingRecordRangeEveryKeyLength: over keys of every length and
@@ -12,10 +10,7 @@ import (
 // timestamps in it, none of another key's, and a record's expiry index
 // key turns back into the record key.
 func TestSlidingRecordRangeEveryKeyLength(t *testing.T) {
-	keys := testkeys.Bytes()
-	for _, k := range testkeys.All() {
-		keys = append(keys, []byte(k))
-	}
+	keys := everyKey()
 	const from, to = 100, 200
 	for i, kb := range keys {
 		start, end := SlidingRecordRange(SlidingRecordPrefix(kb), from, to)

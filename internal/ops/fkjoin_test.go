@@ -143,32 +143,20 @@ func newFKRun(t *testing.T, inner bool) *fkRun {
 // putOrder writes order k (nil: deletes it) as the left table does, and
 // hands the left side the change.
 func (f *fkRun) putOrder(k string, o *order, ts int64) func() error {
-	return func() error {
-		old, had, err := f.ord.Get(k)
-		if err != nil {
-			return err
-		}
-		ch := exec.Change{}
-		if had {
-			ch.Old = old
-		}
-		if o == nil {
-			err = f.ord.Delete(k)
-		} else {
-			ch.New, err = *o, f.ord.Put(k, *o)
-		}
-		if err != nil {
-			return err
-		}
-		return f.left.Process(exec.Record{Key: k, Value: ch, Timestamp: ts})
-	}
+	return putRow(f.ord, k, o, ts, f.left.Process)
 }
 
 // putCustomer writes customer k (nil: deletes it) as the right table does,
 // and hands the right side the change.
 func (f *fkRun) putCustomer(k string, name *string, ts int64) func() error {
+	return putRow(f.cust, k, name, ts, f.right.Process)
+}
+
+// putRow writes row k of a table (nil: deletes it), and hands process the
+// change, as a table node does.
+func putRow[V any](kv kvView[string, V], k string, v *V, ts int64, process func(exec.Record) error) func() error {
 	return func() error {
-		old, had, err := f.cust.Get(k)
+		old, had, err := kv.Get(k)
 		if err != nil {
 			return err
 		}
@@ -176,15 +164,15 @@ func (f *fkRun) putCustomer(k string, name *string, ts int64) func() error {
 		if had {
 			ch.Old = old
 		}
-		if name == nil {
-			err = f.cust.Delete(k)
+		if v == nil {
+			err = kv.Delete(k)
 		} else {
-			ch.New, err = *name, f.cust.Put(k, *name)
+			ch.New, err = *v, kv.Put(k, *v)
 		}
 		if err != nil {
 			return err
 		}
-		return f.right.Process(exec.Record{Key: k, Value: ch, Timestamp: ts})
+		return process(exec.Record{Key: k, Value: ch, Timestamp: ts})
 	}
 }
 
