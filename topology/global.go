@@ -1,11 +1,9 @@
 package topology
 
 import (
-	"fmt"
-
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
-	"github.com/sluice-streams/sluice/store"
 )
 
 // GlobalTable is a table replicated in full to every instance (Kafka
@@ -82,56 +80,11 @@ func globalJoin[K, V, GK, GV, VR any](s Stream[K, V], g GlobalTable[GK, GV], kin
 		t.errorf(ErrForeignHandle, "join with a global table of another topology")
 	}
 	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, Globals: []string{g.name}, New: func() exec.Processor {
-		return &globalJoinProc[K, V, GK, GV, VR]{g: g, keyOf: keyOf, join: join}
+		return ops.NewGlobalJoin(ops.GlobalJoinConfig[K, V, GK, GV, VR]{Table: g.name, Key: g.ks, Value: g.vs, KeyOf: keyOf, Join: join})
 	}}, s.n)
 	// The key is unchanged: no repartition is needed downstream.
 	return Stream[K, VR]{t: t, n: n, keyChanged: s.keyChanged, ks: s.ks}
 }
-
-type globalJoinProc[K, V, GK, GV, VR any] struct {
-	g     GlobalTable[GK, GV]
-	keyOf func(K, V) GK
-	join  func(K, V, GV, bool) (VR, bool)
-	ctx   exec.Context
-	eng   store.Engine
-}
-
-func (p *globalJoinProc[K, V, GK, GV, VR]) Init(ctx exec.Context) error {
-	p.ctx, p.eng = ctx, ctx.Global(p.g.name)
-	if p.eng == nil {
-		return fmt.Errorf("topology: global table %q is not available", p.g.name)
-	}
-	return nil
-}
-
-func (p *globalJoinProc[K, V, GK, GV, VR]) Process(r exec.Record) error {
-	if r.Value == exec.Tombstone {
-		return nil
-	}
-	k, v := r.Key.(K), r.Value.(V)
-	kb, err := p.g.ks.Encode(p.keyOf(k, v))
-	if err != nil {
-		return fmt.Errorf("global table %s: key: %w", p.g.name, err)
-	}
-	b, ok, err := p.eng.Get(kb)
-	if err != nil {
-		return err
-	}
-	var gv GV
-	if ok {
-		if gv, err = p.g.vs.Decode(b); err != nil {
-			return fmt.Errorf("global table %s: value: %w", p.g.name, err)
-		}
-	}
-	out, keep := p.join(k, v, gv, ok)
-	if !keep {
-		return nil
-	}
-	r.Value = out
-	return p.ctx.Forward(r)
-}
-
-func (p *globalJoinProc[K, V, GK, GV, VR]) Close() error { return nil }
 
 // Name is the global table's name.
 func (g GlobalTable[K, V]) Name() string { return g.name }

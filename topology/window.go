@@ -347,14 +347,6 @@ func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
 	return w, nil
 }
 
-// dueIndex and firstIndex are ops.DueIndex and ops.FirstIndex, for the
-// runtimes still in this package (timers, stream joins, sliding windows).
-func dueIndex(st *store.Staged, prefix byte, now int64) ([][]byte, error) {
-	return ops.DueIndex(st, prefix, now)
-}
-
-func firstIndex(st *store.Staged, prefix byte) (int64, error) { return ops.FirstIndex(st, prefix) }
-
 // WindowStore is a typed read-only view of a window store.
 type WindowStore[K, A any] struct {
 	s  *store.Staged

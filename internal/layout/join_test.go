@@ -1,28 +1,35 @@
-package topology
+package layout
 
 import (
 	"bytes"
 	"fmt"
 	"testing"
 
-	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 )
+
+// everyKey returns the keys the layout tests run with: raw bytes of every
+// length (testkeys.Bytes), then UTF-8 keys of every length and UUIDs
+// (testkeys.All).
+func everyKey() [][]byte {
+	keys := testkeys.Bytes()
+	for _, k := range testkeys.All() {
+		keys = append(keys, []byte(k))
+	}
+	return keys
+}
 
 // joinRangeErrors checks a builder of join ranges over keys of every
 // length: the range of [from, to] must hold exactly the join records of
 // the key with timestamps in it. It returns one line per key that fails.
 func joinRangeErrors(build func(kb []byte, from, to int64) (start, end []byte)) []string {
-	keys := testkeys.Bytes()
-	for _, k := range testkeys.All() {
-		keys = append(keys, []byte(k))
-	}
+	keys := everyKey()
 	var bad []string
 	const from, to = 100, 200
 	for _, kb := range keys {
 		start, end := build(kb, from, to)
 		for _, ts := range []int64{from - 1, from, 150, to, to + 1} {
-			k := joinKey(kb, ts, 7)
+			k := JoinKey(kb, ts, 7)
 			in := bytes.Compare(k, start) >= 0 && bytes.Compare(k, end) < 0
 			if want := ts >= from && ts <= to; in != want {
 				bad = append(bad, fmt.Sprintf("key of %d bytes: record at %d in range %v, want %v", len(kb), ts, in, want))
@@ -34,7 +41,7 @@ func joinRangeErrors(build func(kb []byte, from, to int64) (start, end []byte)) 
 }
 
 func TestJoinRangeEveryKeyLength(t *testing.T) {
-	if bad := joinRangeErrors(joinRange); len(bad) > 0 {
+	if bad := joinRangeErrors(JoinRange); len(bad) > 0 {
 		t.Fatalf("%d keys: %v", len(bad), bad)
 	}
 }
@@ -45,9 +52,9 @@ func TestJoinRangeEveryKeyLength(t *testing.T) {
 // UUID among them.
 func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
 	shared := func(kb []byte, from, to int64) ([]byte, []byte) {
-		pre := layout.WindowKeyPrefix(kb)
+		pre := WindowKeyPrefix(kb)
 		// lint:ignore appendalias the defect this control reintroduces
-		return layout.AppendTime(pre, from), layout.AppendTime(pre, to+1)
+		return AppendTime(pre, from), AppendTime(pre, to+1)
 	}
 	bad := joinRangeErrors(shared)
 	if len(bad) == 0 {

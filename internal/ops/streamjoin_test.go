@@ -1,0 +1,167 @@
+package ops
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/testkeys"
+	"github.com/sluice-streams/sluice/serde"
+)
+
+// joinSides returns the two sides of an outer join of strings in a
+// window of 10ms before and after, no grace, as topology builds them.
+func joinSides() (left *StreamJoinSide[string, string, string, string], right *StreamJoinSide[string, string, string, string]) {
+	const before, after, grace = 10, 10, 0
+	join := func(k, l string, lok bool, r string, rok bool) string {
+		return fmt.Sprintf("%v:%s+%v:%s", lok, l, rok, r)
+	}
+	left = NewStreamJoinSide(StreamJoinConfig[string, string, string, string]{OwnStore: "j-left", OtherStore: "j-right",
+		Key: serde.String, OwnValue: serde.String, OtherValue: serde.String,
+		Lo: -after, Hi: before, LateAfter: after + grace, CloseAfter: before + after + grace, Outer: true,
+		Join: func(k, own, other string, ok bool) string { return join(k, own, true, other, ok) }})
+	right = NewStreamJoinSide(StreamJoinConfig[string, string, string, string]{OwnStore: "j-right", OtherStore: "j-left",
+		Key: serde.String, OwnValue: serde.String, OtherValue: serde.String,
+		Lo: -before, Hi: after, LateAfter: before + grace, CloseAfter: before + after + grace, Outer: true,
+		Join: func(k, own, other string, ok bool) string { return join(k, other, ok, own, true) }})
+	return left, right
+}
+
+// streamJoinSteps are, for every key, two left records of one timestamp,
+// a right record that joins both, and one too far to join anything; then a
+// watermark that removes them all, and a late record.
+func streamJoinSteps(c *joinCtx, left, right *StreamJoinSide[string, string, string, string]) []func() error {
+	rec := func(p *StreamJoinSide[string, string, string, string], k, v string, ts int64) func() error {
+		return func() error { return p.Process(exec.Record{Key: k, Value: v, Timestamp: ts}) }
+	}
+	var steps []func() error
+	for i, k := range testkeys.All() {
+		ts := int64(100 + i%7)
+		steps = append(steps,
+			rec(left, k, "l1", ts), rec(left, k, "l2", ts),
+			rec(right, k, "r1", ts+5), rec(right, k, "far", ts+50),
+			// A delete has nothing to join, and is not kept.
+			func() error { return left.Process(exec.Record{Key: k, Value: exec.Tombstone, Timestamp: ts}) },
+		)
+	}
+	steps = append(steps, func() error {
+		c.wm = 1000
+		return errorsJoin(left.OnWatermark(c.wm), right.OnWatermark(c.wm))
+	}, rec(left, "late", "l", 990))
+	return steps
+}
+
+func errorsJoin(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newJoinRun(t *testing.T) (*joinCtx, *StreamJoinSide[string, string, string, string], *StreamJoinSide[string, string, string, string]) {
+	c := newJoinCtx(t, "j-left", "j-right")
+	left, right := joinSides()
+	if err := errorsJoin(left.Init(c), right.Init(c)); err != nil {
+		t.Fatal(err)
+	}
+	return c, left, right
+}
+
+// TestStreamJoinSideEveryKey drives both sides of an outer join directly
+// over Pebble with keys of every encoded length and UUIDs: each key joins
+// its two left records with its right one, in arrival order, emits the far
+// right record unjoined once the watermark passes it, and leaves nothing
+// behind in the stores.
+func TestStreamJoinSideEveryKey(t *testing.T) {
+	c, left, right := newJoinRun(t)
+	out, _ := c.runTxns(t, streamJoinSteps(c, left, right), 5, func(int) bool { return false }, left, right)
+	var want []string
+	for i, k := range testkeys.All() {
+		ts := int64(100 + i%7)
+		want = append(want, fmt.Sprintf("%s=true:l1+true:r1@%d", k, ts+5), fmt.Sprintf("%s=true:l2+true:r1@%d", k, ts+5))
+	}
+	// The unjoined far records, removed in (time, key) order: by their
+	// index keys.
+	type far struct {
+		ik  string
+		out string
+	}
+	var fars []far
+	for i, k := range testkeys.All() {
+		ts := int64(100+i%7) + 50
+		fars = append(fars, far{string(layout.IndexKey(layout.WindowExpire, ts+20, layout.JoinKey([]byte(k), ts, 0))), fmt.Sprintf("%s=false:+true:far@%d", k, ts)})
+	}
+	slices.SortFunc(fars, func(a, b far) int { return strings.Compare(a.ik, b.ik) })
+	for _, f := range fars {
+		want = append(want, f.out)
+	}
+	if len(out) != len(want) {
+		t.Fatalf("%d results, want %d", len(out), len(want))
+	}
+	for i := range want {
+		if out[i] != want[i] {
+			t.Fatalf("result %d: %q, want %q", i, out[i], want[i])
+		}
+	}
+	if c.late != 1 {
+		t.Fatalf("%d late records, want 1", c.late)
+	}
+	for _, name := range []string{"j-left", "j-right"} {
+		if keys := c.storeKeys(t, name); len(keys) != 0 {
+			t.Fatalf("store %s keeps %d keys after the watermark, e.g. %s", name, len(keys), keys[0])
+		}
+	}
+}
+
+// TestStreamJoinSideKeysAndSeq checks the bytes a side writes: a key's
+// records of one timestamp are numbered in arrival order from what is
+// stored, and each has its removal in the x index.
+func TestStreamJoinSideKeysAndSeq(t *testing.T) {
+	for _, k := range []string{"", "a", testkeys.UUIDs(1)[0], testkeys.Len(130, 1)} {
+		c, left, right := newJoinRun(t)
+		steps := []func() error{
+			func() error { return left.Process(exec.Record{Key: k, Value: "a", Timestamp: 7}) },
+			func() error { return left.Process(exec.Record{Key: k, Value: "b", Timestamp: 7}) },
+			func() error { return right.Process(exec.Record{Key: k, Value: "c", Timestamp: 9}) },
+		}
+		c.runTxns(t, steps, 1, func(int) bool { return false }, left, right)
+		st := c.stores["j-left"]
+		for seq, v := range []string{"a", "b"} {
+			key := layout.JoinKey([]byte(k), 7, int64(seq))
+			b, ok, err := st.Get(key)
+			if err != nil || !ok || string(b) != "\x01"+v {
+				t.Fatalf("key of %d bytes: record %d is %q %v %v, want joined %q", len(k), seq, b, ok, err, v)
+			}
+			if _, ok, _ := st.Get(layout.IndexKey(layout.WindowExpire, 27, key)); !ok {
+				t.Fatalf("key of %d bytes: record %d has no removal at 27", len(k), seq)
+			}
+			kb, ts, err := layout.ParseJoinKey(key)
+			if err != nil || string(kb) != k || ts != 7 || layout.JoinSeq(key) != int64(seq) {
+				t.Fatalf("key of %d bytes: parsed %q %d %v", len(k), kb, ts, err)
+			}
+		}
+	}
+}
+
+// TestStreamJoinSideAbortReplay aborts every other transaction once and
+// replays it: the outputs and the changelogs equal a run without aborts,
+// for transactions of several sizes.
+func TestStreamJoinSideAbortReplay(t *testing.T) {
+	for _, per := range []int{1, 3, 7} {
+		c0, l0, r0 := newJoinRun(t)
+		wantOut, wantLog := c0.runTxns(t, streamJoinSteps(c0, l0, r0), per, func(int) bool { return false }, l0, r0)
+		c, left, right := newJoinRun(t)
+		out, log := c.runTxns(t, streamJoinSteps(c, left, right), per, func(i int) bool { return i%2 == 0 }, left, right)
+		if !slices.Equal(out, wantOut) {
+			t.Fatalf("%d steps a transaction: %d results after aborts, want %d", per, len(out), len(wantOut))
+		}
+		if !slices.Equal(log, wantLog) {
+			t.Fatalf("%d steps a transaction: changelogs differ after aborts", per)
+		}
+	}
+}
