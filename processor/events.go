@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 )
 
@@ -162,7 +163,7 @@ func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
 	}()
 	var total int64
 	for _, name := range t.Stores() {
-		topic, src := task.ChangelogTopic(in.a.cfg.appID, name), (*sourceChangelog)(nil)
+		topic, src := names.Changelog(in.a.cfg.appID, name), (*sourceChangelog)(nil)
 		if spec := in.a.plan.Stores[name]; spec.Source != "" {
 			topic, src = spec.Source, &sourceChangelog{group: in.a.cfg.appID, accepts: spec.SourceAccepts}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -431,7 +432,7 @@ func (s *standbySet) openPending(ctx context.Context) error {
 	for _, st := range s.mu.tasks {
 		if st.pending {
 			for _, name := range standbyStores(s.a.plan, st.id.Sub) {
-				if t := task.ChangelogTopic(s.a.cfg.appID, name); !seen[t] {
+				if t := names.Changelog(s.a.cfg.appID, name); !seen[t] {
 					seen[t] = true
 					topics = append(topics, t)
 				}
@@ -480,7 +481,7 @@ func (s *standbySet) openLocked(st *standbyTask, starts, ends kadm.ListedOffsets
 	}
 	offsets := map[string]kgo.Offset{}
 	for _, name := range standbyStores(s.a.plan, id.Sub) {
-		topic := task.ChangelogTopic(s.a.cfg.appID, name)
+		topic := names.Changelog(s.a.cfg.appID, name)
 		start, okS := starts.Lookup(topic, id.Partition)
 		end, okE := ends.Lookup(topic, id.Partition)
 		if !okS || !okE || start.Err != nil || end.Err != nil {

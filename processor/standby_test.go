@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -54,7 +55,7 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 	for s := range a.statefulSubs() {
 		id = task.ID{Sub: s, Partition: 0}
 	}
-	topic := task.ChangelogTopic(appID, "counts")
+	topic := names.Changelog(appID, "counts")
 	if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -95,7 +96,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	}
 	d.x.init()
 	if d.deadLetter == "" {
-		d.deadLetter = d.appID + "-dlq"
+		d.deadLetter = names.DeadLetter(d.appID)
 	}
 	if d.dir, err = os.MkdirTemp("", "sluice-topologytest-"); err != nil {
 		return nil, err
@@ -136,7 +137,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		topics, internal := sub.SourceTopics()
 		for i, tp := range topics {
 			if internal[i] {
-				tp = task.InternalTopic(d.appID, tp)
+				tp = names.Internal(d.appID, tp)
 			}
 			d.x.byPartition[tp] = append(d.x.byPartition[tp], tk)
 			if slot.p == 0 {

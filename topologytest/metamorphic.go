@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 )
 
@@ -123,7 +124,7 @@ func (x *extra) internalPartitions(appID string, plan *exec.Plan) map[string]int
 		for _, n := range sub.Nodes {
 			if n.Internal && (n.Kind == exec.KindSource || n.Kind == exec.KindSink) {
 				for _, tp := range n.Topics {
-					m[task.InternalTopic(appID, tp)] = int32(x.partitions)
+					m[names.Internal(appID, tp)] = int32(x.partitions)
 				}
 			}
 		}

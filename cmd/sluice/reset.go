@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -169,14 +170,6 @@ type resetOptions struct {
 	out       io.Writer
 }
 
-// isInternalTopic is Kafka Streams' rule: the application's prefix and a
-// repartition or changelog suffix. The dead-letter topic <app-id>-dlq is
-// not internal: it holds records an operator may still need.
-func isInternalTopic(appID, topic string) bool {
-	return strings.HasPrefix(topic, appID+"-") &&
-		(strings.HasSuffix(topic, "-repartition") || strings.HasSuffix(topic, "-changelog"))
-}
-
 // runReset is `sluice reset`: see newResetCmd's Long help for the steps.
 func runReset(ctx context.Context, o resetOptions) error {
 	// A short metadata age: the client caches topic listings for that
@@ -228,7 +221,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 	}
 	var inputs, internalCommitted []string
 	for t := range committed {
-		if isInternalTopic(o.appID, t) {
+		if names.IsInternal(o.appID, t) {
 			internalCommitted = append(internalCommitted, t)
 		} else {
 			inputs = append(inputs, t)
@@ -238,7 +231,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 		if t = strings.TrimSpace(t); t == "" {
 			continue
 		}
-		if isInternalTopic(o.appID, t) {
+		if names.IsInternal(o.appID, t) {
 			return fmt.Errorf("reset: --input-topics names %s, an internal topic of %s: internal topics are deleted, not reset", t, o.appID)
 		}
 		if !slices.Contains(inputs, t) {
@@ -271,7 +264,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 	}
 	var internal []string
 	for _, t := range all.Names() {
-		if isInternalTopic(o.appID, t) {
+		if names.IsInternal(o.appID, t) {
 			internal = append(internal, t)
 		}
 	}
@@ -284,7 +277,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 			fmt.Fprintf(w, "  %s\n", t)
 		}
 	}
-	fmt.Fprintf(w, "not touched: output topics and the dead-letter topic %s-dlq (a replay appends to them)\n", o.appID)
+	fmt.Fprintf(w, "not touched: output topics and the dead-letter topic %s (a replay appends to them)\n", names.DeadLetter(o.appID))
 
 	if o.dryRun {
 		printStateStep(w, o, stateDir, true)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -198,12 +199,6 @@ type punctuator struct {
 	committedCanceled bool
 }
 
-// ChangelogTopic names the changelog of a store.
-func ChangelogTopic(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
-
-// InternalTopic names an internal (repartition) topic.
-func InternalTopic(appID, name string) string { return appID + "-" + name }
-
 // Config is what a task needs from the driver around it.
 type Config struct {
 	AppID    string
@@ -298,7 +293,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if n.Kind == exec.KindSink {
 			ni.topic = n.Topics[0]
 			if n.Internal {
-				ni.topic = InternalTopic(appID, ni.topic)
+				ni.topic = names.Internal(appID, ni.topic)
 			}
 		}
 		insts[n] = ni
@@ -306,7 +301,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if n.Kind == exec.KindSource {
 			for _, topic := range n.Topics {
 				if n.Internal {
-					topic = InternalTopic(appID, topic)
+					topic = names.Internal(appID, topic)
 				}
 				t.sources[topic] = ni
 			}
@@ -355,7 +350,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			}
 			continue
 		}
-		topic := ChangelogTopic(appID, name)
+		topic := names.Changelog(appID, name)
 		// One promise per store, not one closure per record.
 		promise := func(r *kgo.Record, err error) {
 			if err != nil {
@@ -898,7 +893,7 @@ func (n *nodeInst) Store(name string) *store.Staged { return n.t.stores[name] }
 
 func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers []exec.Header, ts int64) error {
 	if internal {
-		topic = InternalTopic(n.t.appID, topic)
+		topic = names.Internal(n.t.appID, topic)
 	}
 	size := len(key) + len(value)
 	for _, h := range headers {
