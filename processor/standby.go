@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -205,7 +205,7 @@ func (a *App) scanLocalState() {
 			// The stores that standbys follow, as the task offset sums
 			// of every member count them.
 			for _, name := range standbyStores(a.plan, sub.ID) {
-				dir := filepath.Join(a.dir, id.String(), name)
+				dir := statedir.Store(a.dir, id.String(), name)
 				if _, err := os.Stat(dir); err != nil {
 					continue
 				}
@@ -239,7 +239,7 @@ type joinMemo struct {
 }
 
 func newJoinMemo(dir string) *joinMemo {
-	m := &joinMemo{path: filepath.Join(dir, "join-metadata")}
+	m := &joinMemo{path: statedir.JoinMemo(dir)}
 	m.old, _ = os.ReadFile(m.path)
 	return m
 }
@@ -487,7 +487,7 @@ func (s *standbySet) openLocked(st *standbyTask, starts, ends kadm.ListedOffsets
 		if !okS || !okE || start.Err != nil || end.Err != nil {
 			return fail(fmt.Errorf("no offsets for %s/%d", topic, id.Partition))
 		}
-		dir := filepath.Join(s.a.dir, id.String(), name)
+		dir := statedir.Store(s.a.dir, id.String(), name)
 		eng, err := s.a.openCopy(id, name, dir)
 		if err != nil {
 			return fail(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -323,7 +323,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if spec.InMemory {
 			eng = store.NewMemory()
 		} else {
-			dir := filepath.Join(stateDir, id.String(), name)
+			dir := statedir.Store(stateDir, id.String(), name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.closeStores()
 				return nil, fmt.Errorf("processor: task %s: %w", id, err)
