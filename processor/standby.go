@@ -679,43 +679,43 @@ func (a *App) closingLocal(t *task.Task) {
 // syncStandbys hands the follower the standby tasks it should hold: those
 // of the latest assignment that are not open here as active tasks (a task
 // revoked from here waits until it closed). Loop only.
-func (in *instance) syncStandbys() {
-	want := make(map[task.ID]bool, len(in.wantStandby))
-	for id := range in.wantStandby {
-		if in.tasks[id] == nil {
+func (m *member) syncStandbys() {
+	want := make(map[task.ID]bool, len(m.wantStandby))
+	for id := range m.wantStandby {
+		if m.tasks[id] == nil {
 			want[id] = true
 		}
 	}
-	in.standby.set(want)
+	m.standby.set(want)
 }
 
 // scheduleProbe arranges the leader's probing rebalance (group goroutine):
 // after probing.rebalance.interval the member rejoins, and the leader
 // balances again with the warm-ups' new offset sums.
-func (in *instance) scheduleProbe() {
-	in.probeMu.Lock()
-	defer in.probeMu.Unlock()
-	if in.stopped || in.probe != nil {
+func (m *member) scheduleProbe() {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	if m.stopped || m.probe != nil {
 		return
 	}
-	in.a.log.Info("warm-up replicas assigned: probing rebalance scheduled", "in", in.a.cfg.standby.probeInterval)
-	in.probe = time.AfterFunc(in.a.cfg.standby.probeInterval, func() {
-		in.probeMu.Lock()
-		in.probe = nil
-		stopped := in.stopped
-		in.probeMu.Unlock()
+	m.a.log.Info("warm-up replicas assigned: probing rebalance scheduled", "in", m.a.cfg.standby.probeInterval)
+	m.probe = time.AfterFunc(m.a.cfg.standby.probeInterval, func() {
+		m.probeMu.Lock()
+		m.probe = nil
+		stopped := m.stopped
+		m.probeMu.Unlock()
 		if !stopped {
-			in.sess.Client().ForceRebalance()
+			m.sess.Client().ForceRebalance()
 		}
 	})
 }
 
-func (in *instance) stopProbes() {
-	in.probeMu.Lock()
-	defer in.probeMu.Unlock()
-	in.stopped = true
-	if in.probe != nil {
-		in.probe.Stop()
-		in.probe = nil
+func (m *member) stopProbes() {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	m.stopped = true
+	if m.probe != nil {
+		m.probe.Stop()
+		m.probe = nil
 	}
 }
