@@ -50,10 +50,18 @@ func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 				id := task.ID{Sub: sub, Partition: p}
 				switch {
 				case e.lost:
-					m.own.lose(id)
+					if m.own.lose(id) {
+						if err := m.suspend(id); err != nil {
+							return mustAbort, err
+						}
+					}
 					continue
 				case !e.assigned:
-					m.own.revoke(id)
+					if m.own.revoke(id) {
+						if err := m.suspend(id); err != nil {
+							return mustAbort, err
+						}
+					}
 					continue
 				}
 				if p >= m.a.partitions[sub] && !m.a.growable(sub) {
@@ -70,6 +78,8 @@ func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 						// transaction did with it must not
 						// commit.
 						mustAbort = true
+					} else if err := m.resume(id); err != nil {
+						return mustAbort, err
 					}
 					continue
 				}
@@ -151,7 +161,11 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 		return openFailed(id, err)
 	}
 	start := time.Now()
-	m.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})
+	if err := t.Transition(task.Restoring); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
+	m.a.status.set(id, TaskStatus{ID: id.String(), State: stateOf(t), Stores: t.Stores(), Since: start})
 	// Queries see the task from now on: 503 while it restores, or its
 	// engines as they are if the caller accepts stale reads.
 	m.a.queries.opened(t)
@@ -188,12 +202,16 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 		t.Close()
 		return fatalError{err}
 	}
+	if err := t.Transition(task.Running); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
 	m.tasks[id] = t
 	m.own.opened(id, gen)
 	opened = true
 	m.a.local.setActive(id, m.a.standbyEngines(t))
 	m.a.queries.restored(id)
-	m.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRunning, Stores: t.Stores(), Restored: total, Since: time.Now()})
+	m.a.status.set(id, TaskStatus{ID: id.String(), State: stateOf(t), Stores: t.Stores(), Restored: total, Since: time.Now()})
 	m.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

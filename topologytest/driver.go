@@ -123,7 +123,8 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 			return nil, err
 		}
 		d.tasks = append(d.tasks, tk)
-		if err := tk.Init(); err != nil {
+		// Nothing to restore: the driver has no changelogs to read.
+		if err := errors.Join(tk.Init(), tk.Transition(task.Running)); err != nil {
 			d.Close()
 			return nil, err
 		}

@@ -42,6 +42,7 @@ type Sender func(r *kgo.Record, promise func(*kgo.Record, error))
 //	| running  | closed   | partitions revoked or lost, or shutdown      |
 type Task struct {
 	id    ID
+	state State // state.go: where it is in its lifecycle
 	sub   *exec.SubTopology
 	appID string
 	cfg   Config
@@ -764,6 +765,7 @@ func (t *Task) abortPunctuators() {
 }
 
 func (t *Task) Close() error {
+	t.state = Closed // every state may close (state.go)
 	var errs []error
 	for _, ni := range t.nodes {
 		if ni.proc != nil {
