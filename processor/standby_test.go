@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
@@ -27,17 +27,7 @@ import (
 // holds what committed and nothing else, and a task opening on it restores
 // nothing.
 func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
-	var addrs []string
-	if s := os.Getenv("SLUICE_TEST_BROKERS"); s != "" {
-		addrs = strings.Split(s, ",")
-	} else {
-		b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		addrs = b.Addrs()
-	}
+	addrs := testbroker.Addrs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	appID := fmt.Sprintf("standby-%d", time.Now().UnixNano()%1e9)

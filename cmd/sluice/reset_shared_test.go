@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/statedir"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 )
 
 // TestResetDeletesExactlyTheAppsInternalTopics runs reset for an application
@@ -44,18 +45,14 @@ func TestResetDeletesExactlyTheAppsInternalTopics(t *testing.T) {
 		names.Internal("other-app", names.Repartition("by-user")),
 		"counts-changelog",
 	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	addrs := testbroker.Addrs(t)
 	ctx := testCtx(t)
 	for _, tp := range append(slices.Clone(internal), untouched...) {
-		if err := broker.CreateTopic(ctx, b.Addrs(), tp, 1, nil); err != nil {
+		if err := broker.CreateTopic(ctx, addrs, tp, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f := &resetFixture{addr: b.Addrs()[0], appID: app}
+	f := &resetFixture{addr: addrs[0], appID: app}
 	if _, err := f.reset(t); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
@@ -84,12 +81,7 @@ func TestResetDeletesExactlyTheAppsInternalTopics(t *testing.T) {
 // those of applications whose ids extend or contain it, nor files beside it.
 func TestResetStateDirSharedWithTheInstance(t *testing.T) {
 	const app = "my-app"
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	f := &resetFixture{addr: b.Addrs()[0], appID: app, stateRoot: t.TempDir()}
+	f := &resetFixture{addr: testbroker.Addrs(t)[0], appID: app, stateRoot: t.TempDir()}
 	mine := statedir.App(f.stateRoot, app)
 	others := []string{"my-app-2", "my", "my-app.old", "app", "my-app-"}
 	for _, a := range append([]string{app}, others...) {
