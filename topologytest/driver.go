@@ -24,6 +24,8 @@ type Option func(*Driver)
 
 // ApplicationID sets the application id that prefixes internal topics
 // (default "test").
+//
+// Deprecated: use Processor(processor.ApplicationID(id)).
 func ApplicationID(id string) Option { return func(d *Driver) { d.appID = id } }
 
 // WallClock sets the driver's initial wall-clock time (default: the time New
@@ -32,6 +34,8 @@ func WallClock(t time.Time) Option { return func(d *Driver) { d.wall = t.UnixMil
 
 // OnError sets the application's handler for one class of errors, as
 // processor.OnError does.
+//
+// Deprecated: use Processor(processor.OnError(class, h)).
 func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
 	return func(d *Driver) {
 		if d.errors == nil {
@@ -42,14 +46,20 @@ func OnError(class exec.ErrorClass, h exec.ErrorHandler) Option {
 }
 
 // MaxRecordBytes bounds produced records, as processor.MaxRecordBytes does.
+//
+// Deprecated: use Processor(processor.MaxRecordBytes(n)).
 func MaxRecordBytes(n int) Option { return func(d *Driver) { d.maxRecordBytes = n } }
 
 // IdleTimeout excludes an input from the watermark after it had no records
 // for d of the driver's wall clock, as processor.IdleTimeout does.
+//
+// Deprecated: use Processor(processor.IdleTimeout(d)).
 func IdleTimeout(d time.Duration) Option { return func(d2 *Driver) { d2.idleTimeout = d } }
 
 // DeadLetterTopic sets the application's dead-letter topic, as
 // processor.DeadLetterTopic does (default <application id>-dlq).
+//
+// Deprecated: use Processor(processor.DeadLetterTopic(topic)).
 func DeadLetterTopic(topic string) Option { return func(d *Driver) { d.deadLetter = topic } }
 
 // Driver runs a topology without Kafka. It is not safe for concurrent use.
@@ -72,6 +82,7 @@ type Driver struct {
 	deadLetter     string
 	idleTimeout    time.Duration
 	ab             *aborter // AbortTransactions
+	optErr         error    // a processor option the driver cannot apply (Processor)
 
 	x extra // metamorphic.go's options
 }
@@ -90,6 +101,9 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	}
 	for _, o := range append(defaultOptions[:len(defaultOptions):len(defaultOptions)], opts...) {
 		o(d)
+	}
+	if d.optErr != nil {
+		return nil, d.optErr
 	}
 	if d.ab != nil && (d.x.commitEvery != 1 || d.x.rng != nil) {
 		return nil, errors.New("topologytest: AbortTransactions combines with neither CommitEvery nor ShuffleInternal: it chooses the transactions itself")

@@ -35,6 +35,8 @@ func CommitEvery(n int) Option { return func(d *Driver) { d.x.commitEvery = n } 
 
 // FoldUpdates folds table updates until the commit, as
 // processor.FoldUpdates (fold.updates) does.
+//
+// Deprecated: use Processor(processor.FoldUpdates(true)).
 func FoldUpdates() Option { return func(d *Driver) { d.x.fold = true } }
 
 // Partitions runs every sub-topology as n tasks, one per partition (default
