@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -44,7 +45,9 @@ func (t Topics) outputs() []string { return []string{t.Accepted, t.Totals, t.DLQ
 
 // RepartitionTopic is the internal topic through which the billing
 // application with the given application id re-keys bills by account.
-func RepartitionTopic(appID string) string { return appID + "-bills-by-account-repartition" }
+func RepartitionTopic(appID string) string {
+	return names.Internal(appID, names.Repartition("bills-by-account"))
+}
 
 // BillingMaxRecordBytes is the --max-record-bytes the billing instances run
 // with: small, so that a bill can be too large to produce without being too

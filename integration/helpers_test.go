@@ -2,60 +2,36 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // externalBrokers returns SLUICE_TEST_BROKERS split, or nil.
-func externalBrokers() []string {
-	var addrs []string
-	for a := range strings.SplitSeq(os.Getenv("SLUICE_TEST_BROKERS"), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
-}
+func externalBrokers() []string { return testbroker.External() }
 
 // testBrokers returns the cluster a test runs against: SLUICE_TEST_BROKERS,
 // or an in-process broker closed when the test ends.
 func testBrokers(t testing.TB) []string {
 	t.Helper()
-	if addrs := externalBrokers(); len(addrs) > 0 {
-		return addrs
-	}
-	return startBroker(t)
+	return testbroker.Addrs(t)
 }
 
 // startBroker starts sluice's embedded broker, the one `sluice broker` and
 // `sluice demo` run, on loopback.
 func startBroker(t testing.TB) []string {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatalf("starting in-process broker: %v", err)
-	}
-	t.Cleanup(b.Close)
-	return b.Addrs()
+	return testbroker.Start(t)
 }
 
 // uniquePrefix keeps tests that share a real cluster, or reruns against
 // one, from reading each other's topics and groups.
 func uniquePrefix(t testing.TB) string {
 	t.Helper()
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "it-" + hex.EncodeToString(b[:]) + "-"
+	return testbroker.Unique(t, "it-") + "-"
 }
 
 func newAdmin(t testing.TB, addrs []string) *kadm.Client {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
 )
@@ -75,7 +75,7 @@ func (a *App) Stats() *Stats { return &a.stats }
 // Run runs the instance until ctx is canceled (then it commits, closes its
 // tasks and leaves the group, returning nil) or a fatal error.
 func (a *App) Run(ctx context.Context) error {
-	a.dir = filepath.Join(a.cfg.stateDir, a.cfg.appID)
+	a.dir = statedir.App(a.cfg.stateDir, a.cfg.appID)
 	if err := os.MkdirAll(a.dir, 0o755); err != nil {
 		return fmt.Errorf("processor: state.dir: %w", err)
 	}

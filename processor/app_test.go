@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/txn"
 )
@@ -24,15 +24,7 @@ import (
 // testBrokers starts an in-process broker, or uses SLUICE_TEST_BROKERS.
 func testBrokers(t *testing.T) []string {
 	t.Helper()
-	if s := os.Getenv("SLUICE_TEST_BROKERS"); s != "" {
-		return strings.Split(s, ",")
-	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b.Addrs()
+	return testbroker.Addrs(t)
 }
 
 // setup creates topics (the first is the input) and returns a client that

@@ -3,7 +3,6 @@ package processor_test
 import (
 	"context"
 	"errors"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
@@ -46,7 +46,7 @@ func endTxnFails(b *broker.Broker, code int16) *atomic.Bool {
 // was fenced by another incarnation is rebuilt and the instance goes on,
 // every input copied exactly once.
 func TestRunErrorPolicy(t *testing.T) {
-	if os.Getenv("SLUICE_TEST_BROKERS") != "" {
+	if len(testbroker.External()) > 0 {
 		t.Skip("answers the embedded broker's EndTxn")
 	}
 	start := func(t *testing.T) (*broker.Broker, *processor.App, *kgo.Client, string, string) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/topology"
 )
@@ -21,20 +22,20 @@ import (
 // rebalance), and those assigned again whose partition another member may
 // have owned meanwhile open again after that, restoring what it wrote.
 // mustAbort reports a revocation.
-func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error) {
-	evs := in.takeEvents()
+func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
+	evs := m.takeEvents()
 	if len(evs) == 0 {
 		return false, nil
 	}
 	for _, e := range evs {
 		if e.standby != nil {
-			in.wantStandby = e.standby
-			in.syncStandbys()
+			m.wantStandby = e.standby
+			m.syncStandbys()
 			continue
 		}
 		if e.assigned {
-			in.a.stats.Rebalances.Add(1)
-			in.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(in.wantStandby))
+			m.a.stats.Rebalances.Add(1)
+			m.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(m.wantStandby))
 		}
 		if !e.assigned {
 			// Polled records of the partitions may be in the open
@@ -42,7 +43,7 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 			mustAbort = mustAbort || len(e.parts) > 0
 		}
 		for topic, ps := range e.parts {
-			sub, ok := in.a.subOf[topic]
+			sub, ok := m.a.subOf[topic]
 			if !ok {
 				continue
 			}
@@ -50,30 +51,40 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 				id := task.ID{Sub: sub, Partition: p}
 				switch {
 				case e.lost:
-					in.own.lose(id)
+					if m.own.lose(id) {
+						if err := m.suspend(id); err != nil {
+							return mustAbort, err
+						}
+					}
 					continue
 				case !e.assigned:
-					in.own.revoke(id)
+					if m.own.revoke(id) {
+						if err := m.suspend(id); err != nil {
+							return mustAbort, err
+						}
+					}
 					continue
 				}
-				if p >= in.a.partitions[sub] && !in.a.growable(sub) {
+				if p >= m.a.partitions[sub] && !m.a.growable(sub) {
 					// The input grew while running (the group's
 					// leader saw it): stop before a key meets a
 					// task without its state.
 					return mustAbort, fatalError{fmt.Errorf("%w: %s now has partition %d, but sub-topology %d keeps state or repartitions and has %d partitions; "+
 						"restore the partition count, or reset the application (sluice reset) to rebuild its state at the new count",
-						ErrRepartitioned, topic, p, sub, in.a.partitions[sub])}
+						ErrRepartitioned, topic, p, sub, m.a.partitions[sub])}
 				}
-				if !in.own.assign(id, e.gen) {
-					if in.own.isClosing(id) {
+				if !m.own.assign(id, e.gen) {
+					if m.own.isClosing(id) {
 						// To be reopened: whatever this
 						// transaction did with it must not
 						// commit.
 						mustAbort = true
+					} else if err := m.resume(id); err != nil {
+						return mustAbort, err
 					}
 					continue
 				}
-				if err := in.openTask(ctx, id, e.gen); err != nil {
+				if err := m.openTask(ctx, id, e.gen); err != nil {
 					return mustAbort, err
 				}
 			}
@@ -83,10 +94,10 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 			// generation is known from the join, before the assignment
 			// arrives (franz-go calls OnPartitionsAssigned for every
 			// generation, an empty assignment included).
-			in.a.status.setJoined(true)
+			m.a.status.setJoined(true)
 		}
 	}
-	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	m.a.stats.Tasks.Store(int64(len(m.tasks)))
 	return mustAbort, nil
 }
 
@@ -101,24 +112,24 @@ func (in *instance) handleEvents(ctx context.Context) (mustAbort bool, err error
 // memtable: the WAL holds every applied batch). Nothing restores here but
 // the reopened tasks; a task that becomes a standby here only registers,
 // and its engines open on the follower's goroutine.
-func (in *instance) closeRevoked(ctx context.Context) error {
-	closing, reopen := in.own.closed()
+func (m *member) closeRevoked(ctx context.Context) error {
+	closing, reopen := m.own.closed()
 	for _, id := range closing {
-		if t := in.tasks[id]; t != nil {
-			in.closeTasks([]*task.Task{t})
+		if t := m.tasks[id]; t != nil {
+			m.closeTasks([]*task.Task{t})
 		}
 	}
-	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	m.a.stats.Tasks.Store(int64(len(m.tasks)))
 	if len(closing) > 0 {
-		in.syncStandbys()
+		m.syncStandbys()
 	}
 	for _, id := range slices.SortedFunc(maps.Keys(reopen), cmpTaskID) {
-		in.a.log.Info("task reopens: another instance may have owned its partitions meanwhile", "task", id.String())
-		if err := in.openTask(ctx, id, reopen[id]); err != nil {
+		m.a.log.Info("task reopens: another instance may have owned its partitions meanwhile", "task", id.String())
+		if err := m.openTask(ctx, id, reopen[id]); err != nil {
 			return err
 		}
 	}
-	in.a.stats.Tasks.Store(int64(len(in.tasks)))
+	m.a.stats.Tasks.Store(int64(len(m.tasks)))
 	return nil
 }
 
@@ -129,21 +140,21 @@ func cmpTaskID(a, b task.ID) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
-func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
+func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 	// A standby copy of the task closes first: its directories are the
 	// task's, and the restore below replays only the tail past its
 	// checkpoint.
-	in.standby.release(id)
-	sub := in.a.plan.Subs[id.Sub]
-	t, err := task.New(id, sub, in.a.plan, task.Config{
-		AppID: in.a.cfg.appID, StateDir: in.a.dir, Send: in.send,
-		Errors: in.a.cfg.errors, DeadLetter: in.a.deadLetterTopic(), MaxRecordBytes: in.a.cfg.maxRecordBytes,
-		InternalPartitions: in.a.internalPartitions, IdleTimeout: in.a.cfg.idleTimeout, FoldUpdates: in.a.cfg.foldUpdates,
-		OnLate:  func() { in.a.stats.Late.Add(1) },
-		Globals: in.a.globals,
+	m.standby.release(id)
+	sub := m.a.plan.Subs[id.Sub]
+	t, err := task.New(id, sub, m.a.plan, task.Config{
+		AppID: m.a.cfg.appID, StateDir: m.a.dir, Send: m.send,
+		Errors: m.a.cfg.errors, DeadLetter: m.a.deadLetterTopic(), MaxRecordBytes: m.a.cfg.maxRecordBytes,
+		InternalPartitions: m.a.internalPartitions, IdleTimeout: m.a.cfg.idleTimeout, FoldUpdates: m.a.cfg.foldUpdates,
+		OnLate:  func() { m.a.stats.Late.Add(1) },
+		Globals: m.a.globals,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
-			in.a.stats.addFailure(FailureKey{topology.ErrorClass(ec.Class), topology.Action(act)})
-			in.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
+			m.a.stats.addFailure(FailureKey{topology.ErrorClass(ec.Class), topology.Action(act)})
+			m.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,
 				"topic", ec.Topic, "partition", ec.Partition, "offset", ec.Offset, "err", ec.Err)
 		},
 	})
@@ -151,34 +162,38 @@ func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
 		return openFailed(id, err)
 	}
 	start := time.Now()
-	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRestoring, Stores: t.Stores(), Since: start})
+	if err := t.Transition(task.Restoring); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
+	m.a.status.set(id, TaskStatus{ID: id.String(), State: stateOf(t), Stores: t.Stores(), Since: start})
 	// Queries see the task from now on: 503 while it restores, or its
 	// engines as they are if the caller accepts stale reads.
-	in.a.queries.opened(t)
+	m.a.queries.opened(t)
 	opened := false
 	defer func() {
 		if !opened {
-			in.a.queries.closed(id)
+			m.a.queries.closed(id)
 		}
 	}()
 	var total int64
 	for _, name := range t.Stores() {
-		topic, src := task.ChangelogTopic(in.a.cfg.appID, name), (*sourceChangelog)(nil)
-		if spec := in.a.plan.Stores[name]; spec.Source != "" {
-			topic, src = spec.Source, &sourceChangelog{group: in.a.cfg.appID, accepts: spec.SourceAccepts}
+		topic, src := names.Changelog(m.a.cfg.appID, name), (*sourceChangelog)(nil)
+		if spec := m.a.plan.Stores[name]; spec.Source != "" {
+			topic, src = spec.Source, &sourceChangelog{group: m.a.cfg.appID, accepts: spec.SourceAccepts}
 		}
-		prog := &restoreProgress{task: id.String(), store: name, log: in.a.log, report: func(restored, remaining int64) {
-			in.a.status.restoring(id, total+restored, remaining)
+		prog := &restoreProgress{task: id.String(), store: name, log: m.a.log, report: func(restored, remaining int64) {
+			m.a.status.restoring(id, total+restored, remaining)
 		}}
-		n, err := restore(ctx, in.adm, in.a.cfg.kgoOpts, topic, id.Partition, t.Engine(name), 2*in.a.cfg.txnTimeout, src, prog)
+		n, err := restore(ctx, m.adm, m.a.cfg.kgoOpts, topic, id.Partition, t.Engine(name), 2*m.a.cfg.txnTimeout, src, prog)
 		if err != nil {
 			t.Close()
-			in.a.status.remove(id)
+			m.a.status.remove(id)
 			return fmt.Errorf("processor: task %s: %w", id, err)
 		}
 		total += n
 	}
-	in.a.stats.Restored.Add(total)
+	m.a.stats.Restored.Add(total)
 	if err := t.Init(); err != nil {
 		t.Close()
 		return fatalError{err}
@@ -188,34 +203,38 @@ func (in *instance) openTask(ctx context.Context, id task.ID, gen int32) error {
 		t.Close()
 		return fatalError{err}
 	}
-	in.tasks[id] = t
-	in.own.opened(id, gen)
+	if err := t.Transition(task.Running); err != nil {
+		t.Close()
+		return fatalError{err}
+	}
+	m.tasks[id] = t
+	m.own.opened(id, gen)
 	opened = true
-	in.a.local.setActive(id, in.a.standbyEngines(t))
-	in.a.queries.restored(id)
-	in.a.status.set(id, TaskStatus{ID: id.String(), State: TaskRunning, Stores: t.Stores(), Restored: total, Since: time.Now()})
-	in.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
+	m.a.local.setActive(id, m.a.standbyEngines(t))
+	m.a.queries.restored(id)
+	m.a.status.set(id, TaskStatus{ID: id.String(), State: stateOf(t), Stores: t.Stores(), Restored: total, Since: time.Now()})
+	m.a.log.Info("task opened", "task", id.String(), "restored", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-func (in *instance) allTasks() []*task.Task {
-	ts := make([]*task.Task, 0, len(in.tasks))
-	for _, t := range in.tasks {
+func (m *member) allTasks() []*task.Task {
+	ts := make([]*task.Task, 0, len(m.tasks))
+	for _, t := range m.tasks {
 		ts = append(ts, t)
 	}
 	return ts
 }
 
-func (in *instance) closeTasks(ts []*task.Task) {
+func (m *member) closeTasks(ts []*task.Task) {
 	for _, t := range ts {
-		in.a.queries.closed(t.ID()) // before Close: see queries
-		in.a.closingLocal(t)
+		m.a.queries.closed(t.ID()) // before Close: see queries
+		m.a.closingLocal(t)
 		if err := t.Close(); err != nil {
-			in.a.log.Warn("close task", "task", t.ID().String(), "err", err)
+			m.a.log.Warn("close task", "task", t.ID().String(), "err", err)
 		}
-		delete(in.tasks, t.ID())
-		in.own.forget(t.ID())
-		in.a.status.remove(t.ID())
-		in.a.log.Info("task closed", "task", t.ID().String())
+		delete(m.tasks, t.ID())
+		m.own.forget(t.ID())
+		m.a.status.remove(t.ID())
+		m.a.log.Info("task closed", "task", t.ID().String())
 	}
 }

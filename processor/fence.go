@@ -18,15 +18,15 @@ import (
 // commits the start offsets of its tasks' input partitions — where its
 // consumer started, and where a new owner would start too — so that the
 // coordinator checks the generation all the same.
-func (in *instance) fence(ctx context.Context) (context.Context, error) {
-	if !in.sent.Load() || txn.Fenceable(in.sess) {
+func (m *member) fence(ctx context.Context) (context.Context, error) {
+	if !m.sent.Load() || txn.Fenceable(m.sess) {
 		return ctx, nil
 	}
 	owned := map[string]map[int32]bool{}
 	var topics []string
-	for topic, sub := range in.a.subOf {
-		for id := range in.tasks {
-			if id.Sub != sub || in.own.isClosing(id) {
+	for topic, sub := range m.a.subOf {
+		for id := range m.tasks {
+			if id.Sub != sub || m.own.isClosing(id) {
 				continue
 			}
 			if owned[topic] == nil {
@@ -39,7 +39,7 @@ func (in *instance) fence(ctx context.Context) (context.Context, error) {
 	if len(topics) == 0 {
 		return ctx, fmt.Errorf("processor: records to commit without a task to fence them with")
 	}
-	starts, err := in.adm.ListStartOffsets(ctx, topics...)
+	starts, err := m.adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
 		err = starts.Error()
 	}

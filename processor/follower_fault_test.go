@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -90,7 +91,7 @@ func TestStandbyRewindsAfterAFailedApply(t *testing.T) {
 	for s := range a.statefulSubs() {
 		id = task.ID{Sub: s, Partition: 0}
 	}
-	topic := task.ChangelogTopic(appID, "counts")
+	topic := names.Changelog(appID, "counts")
 	if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestStandbyWipesADamagedCopy(t *testing.T) {
 	for s := range a.statefulSubs() {
 		id = task.ID{Sub: s, Partition: 0}
 	}
-	topic := task.ChangelogTopic(appID, "counts")
+	topic := names.Changelog(appID, "counts")
 	if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
 		t.Fatal(err)
 	}

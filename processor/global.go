@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/store"
 )
 
@@ -43,7 +43,7 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 		return g, nil
 	}
 	for _, gt := range a.plan.Globals {
-		dir := filepath.Join(a.dir, "global", gt.Name)
+		dir := statedir.Global(a.dir, gt.Name)
 		if err := os.RemoveAll(dir); err != nil {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)

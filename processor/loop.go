@@ -19,30 +19,30 @@ import (
 // num.stream.threads goroutines), and end the transaction every commit
 // interval and on a rebalance.
 
-func (in *instance) loop(ctx context.Context) error {
-	interval := in.a.cfg.commitInterval
+func (m *member) loop(ctx context.Context) error {
+	interval := m.a.cfg.commitInterval
 	for {
-		if !in.inTxn {
-			if err := in.sess.Begin(); err != nil {
+		if !m.inTxn {
+			if err := m.sess.Begin(); err != nil {
 				return err
 			}
-			in.inTxn, in.txnStart = true, time.Now()
-			in.sent.Store(false)
+			m.inTxn, m.txnStart = true, time.Now()
+			m.sent.Store(false)
 		}
 		if ctx.Err() != nil {
-			_, err := in.end(true, AbortShutdown)
+			_, err := m.end(true, AbortShutdown)
 			return err
 		}
-		pctx, cancel := context.WithDeadline(ctx, in.txnStart.Add(interval))
-		in.evMu.Lock()
-		if in.wake = cancel; len(in.events) > 0 {
+		pctx, cancel := context.WithDeadline(ctx, m.txnStart.Add(interval))
+		m.evMu.Lock()
+		if m.wake = cancel; len(m.events) > 0 {
 			cancel() // events wait: handle them first
 		}
-		in.evMu.Unlock()
-		fs := in.sess.PollRecords(pctx, in.pollMax)
-		in.evMu.Lock()
-		in.wake = nil
-		in.evMu.Unlock()
+		m.evMu.Unlock()
+		fs := m.sess.PollRecords(pctx, m.pollMax)
+		m.evMu.Lock()
+		m.wake = nil
+		m.evMu.Unlock()
 		cancel()
 		if fs.IsClientClosed() {
 			return nil
@@ -50,9 +50,9 @@ func (in *instance) loop(ctx context.Context) error {
 		// Every record polled is either processed in this transaction,
 		// or the transaction aborts and the consumer rewinds: the
 		// session commits the offsets of everything polled.
-		mustAbort, err := in.handleEvents(ctx)
+		mustAbort, err := m.handleEvents(ctx)
 		if err != nil {
-			in.end(false, AbortRebalance)
+			m.end(false, AbortRebalance)
 			return err
 		}
 		var ferr error
@@ -65,10 +65,10 @@ func (in *instance) loop(ctx context.Context) error {
 				ferr = errors.Join(ferr, fatalError{fmt.Errorf("%w: %s/%d: %v", ErrDataLoss, t, p, err)})
 				return
 			}
-			in.a.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			m.a.log.Warn("fetch error", "topic", t, "partition", p, "err", err)
 		})
 		if ferr != nil {
-			in.end(false, AbortProcessing)
+			m.end(false, AbortProcessing)
 			return ferr
 		}
 		var perr error
@@ -83,13 +83,13 @@ func (in *instance) loop(ctx context.Context) error {
 			if perr != nil || len(fp.Records) == 0 {
 				return
 			}
-			sub, ok := in.a.subOf[fp.Topic]
+			sub, ok := m.a.subOf[fp.Topic]
 			if !ok {
 				perr = fmt.Errorf("processor: records of unexpected topic %s", fp.Topic)
 				return
 			}
 			id := task.ID{Sub: sub, Partition: fp.Partition}
-			if t := in.tasks[id]; t == nil || in.own.isClosing(id) {
+			if t := m.tasks[id]; t == nil || m.own.isClosing(id) {
 				// Polled just before a revocation: leave them to the
 				// next owner, and abort so that their offsets are
 				// not committed.
@@ -104,14 +104,14 @@ func (in *instance) loop(ctx context.Context) error {
 		if perr == nil {
 			start := time.Now()
 			var n int
-			n, perr = in.process(order, batches)
-			in.boundPolls(n, time.Since(start))
+			n, perr = m.process(order, batches)
+			m.boundPolls(n, time.Since(start))
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) > 0 {
 				last := fp.Records[len(fp.Records)-1].Offset
-				if sub, ok := in.a.subOf[fp.Topic]; ok {
-					in.a.status.setLag(task.ID{Sub: sub, Partition: fp.Partition}, fp.Topic, fp.LastStableOffset-last-1)
+				if sub, ok := m.a.subOf[fp.Topic]; ok {
+					m.a.status.setLag(task.ID{Sub: sub, Partition: fp.Partition}, fp.Topic, fp.LastStableOffset-last-1)
 				}
 			}
 		})
@@ -119,21 +119,21 @@ func (in *instance) loop(ctx context.Context) error {
 			// A record that cannot be processed stops the instance
 			// without committing it (invariant 6): it is reprocessed
 			// after the fix.
-			in.end(false, AbortProcessing)
+			m.end(false, AbortProcessing)
 			return fatalError{perr}
 		}
 		now := time.Now().UnixMilli()
-		for _, t := range in.tasks {
+		for _, t := range m.tasks {
 			if err := t.Tick(now); err != nil {
-				in.end(false, AbortProcessing)
+				m.end(false, AbortProcessing)
 				return fatalError{err}
 			}
 		}
-		if mustAbort || len(in.own.closing) > 0 || time.Since(in.txnStart) >= interval {
-			if _, err := in.end(!mustAbort, AbortRebalance); err != nil {
+		if mustAbort || len(m.own.closing) > 0 || time.Since(m.txnStart) >= interval {
+			if _, err := m.end(!mustAbort, AbortRebalance); err != nil {
 				return err
 			}
-			if err := in.closeRevoked(ctx); err != nil {
+			if err := m.closeRevoked(ctx); err != nil {
 				return err
 			}
 		}
@@ -144,7 +144,7 @@ func (in *instance) loop(ctx context.Context) error {
 // goroutine, or with num.stream.threads > 1 on up to that many goroutines at
 // once, each task on one of them. The loop waits for all, so the tasks are
 // the loop's again afterwards. The error is the first task's in order.
-func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (int, error) {
+func (m *member) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (int, error) {
 	type result struct {
 		n   int
 		err error
@@ -160,25 +160,25 @@ func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record
 	slices.SortStableFunc(order, func(a, b task.ID) int { return size[b] - size[a] })
 	results := make([]result, len(order))
 	var failed atomic.Bool
-	parallel(len(order), in.a.threads, func(i int) {
+	parallel(len(order), m.a.threads, func(i int) {
 		if failed.Load() {
 			return // the transaction aborts: spare the other tasks
 		}
 		id := order[i]
 		start := time.Now()
-		n, err := processMerged(in.tasks[id], batches[id])
+		n, err := processMerged(m.tasks[id], batches[id])
 		if n > 0 {
 			// One clock read per batch: the average per record, and
 			// each record's age when its outputs went out.
 			now := time.Now()
-			in.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
+			m.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
 			var ages histBatch
 			for _, p := range batches[id] {
 				for _, r := range p {
 					ages.add(max(now.Sub(r.Timestamp), 0))
 				}
 			}
-			in.a.stats.EndToEndLatency.observeBatch(&ages)
+			m.a.stats.EndToEndLatency.observeBatch(&ages)
 		}
 		results[i] = result{n, err}
 		if err != nil {
@@ -193,7 +193,7 @@ func (in *instance) process(order []task.ID, batches map[task.ID][][]*kgo.Record
 			break
 		}
 	}
-	in.uncommitted += int64(n)
+	m.uncommitted += int64(n)
 	return n, err
 }
 
@@ -208,12 +208,12 @@ const firstPoll = 1000
 // longer than the timeout would abort on the broker, and so would every
 // retry of it: the instance could never get past a backlog of slow records.
 // A fast job polls everything buffered, as before.
-func (in *instance) boundPolls(n int, took time.Duration) {
+func (m *member) boundPolls(n int, took time.Duration) {
 	if n == 0 || took <= 0 {
 		return
 	}
-	budget := min(in.a.cfg.txnTimeout, in.a.cfg.rebalanceTimeout) / 4
-	in.pollMax = int(min(max(1, float64(n)*float64(budget)/float64(took)), 1<<30))
+	budget := min(m.a.cfg.txnTimeout, m.a.cfg.rebalanceTimeout) / 4
+	m.pollMax = int(min(max(1, float64(n)*float64(budget)/float64(took)), 1<<30))
 }
 
 // parallel calls fn(i) once for every i < n, on up to workers goroutines

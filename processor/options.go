@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/txn"
 )
 
@@ -49,10 +52,11 @@ func defaultConfig() config {
 		brokers:          []string{"127.0.0.1:9092"},
 		guarantee:        txn.ExactlyOnce,
 		commitInterval:   100 * time.Millisecond,
-		stateDir:         "/tmp/sluice",
+		stateDir:         filepath.Join(os.TempDir(), "sluice"),
 		sessionTimeout:   10 * time.Second,
 		rebalanceTimeout: 15 * time.Second,
 		txnTimeout:       10 * time.Second,
+		maxRecordBytes:   task.DefaultMaxRecordBytes,
 		logger:           slog.New(slog.DiscardHandler),
 		standby:          defaultStandbyConfig(),
 	}
@@ -98,7 +102,8 @@ func Guarantee(g txn.Guarantee) Opt { return opt(func(c *config) { c.guarantee =
 // transaction (or commits offsets). Default 100ms.
 func CommitInterval(d time.Duration) Opt { return opt(func(c *config) { c.commitInterval = d }) }
 
-// StateDir sets state.dir, the root of the local stores. Default /tmp/sluice.
+// StateDir sets state.dir, the root of the local stores. Default sluice in
+// os.TempDir(): $TMPDIR/sluice, /tmp/sluice on Unix when TMPDIR is unset.
 func StateDir(dir string) Opt { return opt(func(c *config) { c.stateDir = dir }) }
 
 // InstanceID sets group.instance.id: the instance becomes a static member of

@@ -3,7 +3,6 @@ package processor_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
@@ -213,7 +213,7 @@ func TestAssignedTasksOpenAtOnce(t *testing.T) {
 // before the assignment arrives. Once it does, the instance is ready with
 // both tasks.
 func TestNotReadyBeforeItsAssignment(t *testing.T) {
-	if os.Getenv("SLUICE_TEST_BROKERS") != "" {
+	if len(testbroker.External()) > 0 {
 		t.Skip("holds back the embedded broker's SyncGroup answers")
 	}
 	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})

@@ -16,7 +16,7 @@ import (
 )
 
 // A session is one membership of the consumer group with its txn.Session:
-// runSession builds it, and its instance owns it until the loop returns.
+// runSession builds it, and its member owns it until the loop returns.
 // The loop is in loop.go, the commit sequence in commit.go, the rebalance
 // events and the tasks they open and close in events.go.
 
@@ -31,11 +31,15 @@ type event struct {
 	standby map[task.ID]bool
 }
 
-// instance is the state of one session: the loop's goroutine owns all of it
+// member is the instance as one member of the consumer group, for one
+// session: what Kafka Streams' StreamThread is, with its consumer, producer,
+// tasks and loop (sluice's num.stream.threads are goroutines within it, not
+// members of their own). runSession builds a new one after a retryable
+// failure. The loop's goroutine owns all of it
 // except evMu/events/wake, which the group callbacks append to and end the
 // poll with, and what the tasks share while the loop lends them to other
 // goroutines (parallel): sent, and the produce accounting under prodMu.
-type instance struct {
+type member struct {
 	a     *App
 	sess  txn.Session
 	adm   *kadm.Client
@@ -51,7 +55,7 @@ type instance struct {
 
 	prodMu     sync.Mutex
 	prodErr    error
-	onProduced func(*kgo.Record, error) // in.produced, made once
+	onProduced func(*kgo.Record, error) // m.produced, made once
 
 	inTxn       bool
 	txnStart    time.Time
@@ -70,8 +74,8 @@ type instance struct {
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {
-	in := &instance{a: a, tasks: map[task.ID]*task.Task{}, own: newOwnership(), pollMax: firstPoll}
-	in.onProduced = in.produced
+	m := &member{a: a, tasks: map[task.ID]*task.Task{}, own: newOwnership(), pollMax: firstPoll}
+	m.onProduced = m.produced
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
 		topics = append(topics, t)
@@ -83,21 +87,23 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		kgo.ConsumeTopics(topics...),
 		kgo.Balancers(&assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting,
 			stateful: a.statefulSubs(), standby: a.cfg.standby, local: &a.local, memo: a.memo,
-			onStandby: func(ids []task.ID) { in.enqueue(event{standby: taskSet(ids)}) },
-			onProbe:   in.scheduleProbe}),
+			onStandby: func(ids []task.ID) { m.enqueue(event{standby: taskSet(ids)}) },
+			onProbe:   m.scheduleProbe}),
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.rebalanceTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
 		kgo.RecordPartitioner(&partitioner{changelogs: changelogs, manual: kgo.ManualPartitioner()}),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
-		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
 			// The generation the assignment belongs to: franz-go
 			// stores it from the join before the sync that assigns.
 			_, gen := cl.GroupMetadata()
-			in.enqueue(event{assigned: true, gen: gen, parts: m})
+			m.enqueue(event{assigned: true, gen: gen, parts: parts})
 		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{parts: m}) }),
-		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { in.enqueue(event{lost: true, parts: m}) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) { m.enqueue(event{parts: parts}) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+			m.enqueue(event{lost: true, parts: parts})
+		}),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.ProducerLinger(0),
 		kgo.MaxBufferedRecords(1<<20),
@@ -114,81 +120,81 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	if len(a.cfg.hooks) > 0 {
 		opts = append(opts, kgo.WithHooks(a.cfg.hooks...))
 	}
-	in.sess, err = txn.NewSession(a.cfg.guarantee, a.txnID, opts...)
+	m.sess, err = txn.NewSession(a.cfg.guarantee, a.txnID, opts...)
 	if err != nil {
 		return fatalError{err}
 	}
-	in.adm = kadm.NewClient(in.sess.Client())
+	m.adm = kadm.NewClient(m.sess.Client())
 	if a.cfg.guarantee == txn.ExactlyOnce {
 		// Initialise the transactional producer now: this fences a dead
 		// incarnation with the same transactional id and aborts the
 		// transaction it left open, before any restore waits on it.
-		if _, _, err := in.sess.Client().ProducerID(ctx); err != nil {
-			in.sess.Close()
+		if _, _, err := m.sess.Client().ProducerID(ctx); err != nil {
+			m.sess.Close()
 			return fmt.Errorf("processor: init producer id: %w", err)
 		}
 	}
-	if in.standby, err = a.startStandbys(); err != nil {
-		in.sess.Close()
+	if m.standby, err = a.startStandbys(); err != nil {
+		m.sess.Close()
 		return err
 	}
 	defer func() {
-		in.stopProbes()
+		m.stopProbes()
 		a.status.setJoined(false)
 		a.queries.setRouting(nil)
-		in.closeTasks(in.allTasks())
-		in.standby.close()
-		in.sess.Close()
+		m.closeTasks(m.allTasks())
+		m.standby.close()
+		m.sess.Close()
 		a.stats.Tasks.Store(0)
 	}()
-	return in.loop(ctx)
+	return m.loop(ctx)
 }
 
 // enqueue hands the loop a partition change and ends the poll it waits in,
 // so that assigned tasks open (and restore) at once, not when the poll
 // would have ended: up to a commit interval later.
-func (in *instance) enqueue(e event) {
-	in.evMu.Lock()
-	in.events = append(in.events, e)
-	if in.wake != nil {
-		in.wake()
+func (m *member) enqueue(e event) {
+	m.evMu.Lock()
+	m.events = append(m.events, e)
+	if m.wake != nil {
+		m.wake()
 	}
-	in.evMu.Unlock()
+	m.evMu.Unlock()
 }
 
-func (in *instance) takeEvents() []event {
-	in.evMu.Lock()
-	defer in.evMu.Unlock()
-	evs := in.events
-	in.events = nil
+func (m *member) takeEvents() []event {
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
+	evs := m.events
+	m.events = nil
 	return evs
 }
 
 // send produces inside the current transaction, remembering the first
 // failure so that the transaction aborts instead of committing a gap.
-func (in *instance) send(r *kgo.Record, promise func(*kgo.Record, error)) {
-	if !in.sent.Load() {
-		in.sent.Store(true) // once per transaction: the tasks' goroutines share it
+func (m *member) send(r *kgo.Record, promise func(*kgo.Record, error)) {
+	if !m.sent.Load() {
+		m.sent.Store(true) // once per transaction: the tasks' goroutines share it
 	}
 	if promise == nil {
 		// Most records: no closure to allocate.
-		in.sess.Produce(context.Background(), r, in.onProduced)
+		m.sess.Produce(context.Background(), r, m.onProduced)
 		return
 	}
-	in.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		in.produced(r, err)
+	m.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		m.produced(r, err)
 		promise(r, err)
 	})
 }
 
 // produced is the promise of every record the instance produces.
-func (in *instance) produced(r *kgo.Record, err error) {
-	in.a.stats.Produced.Add(1)
+func (m *member) produced(r *kgo.Record, err error) {
+	m.a.stats.Produced.Add(1)
 	if err != nil {
-		in.prodMu.Lock()
-		if in.prodErr == nil {
-			in.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
+		m.prodMu.Lock()
+		if m.prodErr == nil {
+			m.prodErr = fmt.Errorf("processor: produce to %s: %w", r.Topic, err)
 		}
-		in.prodMu.Unlock()
+		m.prodMu.Unlock()
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -14,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -204,7 +205,7 @@ func (a *App) scanLocalState() {
 			// The stores that standbys follow, as the task offset sums
 			// of every member count them.
 			for _, name := range standbyStores(a.plan, sub.ID) {
-				dir := filepath.Join(a.dir, id.String(), name)
+				dir := statedir.Store(a.dir, id.String(), name)
 				if _, err := os.Stat(dir); err != nil {
 					continue
 				}
@@ -238,7 +239,7 @@ type joinMemo struct {
 }
 
 func newJoinMemo(dir string) *joinMemo {
-	m := &joinMemo{path: filepath.Join(dir, "join-metadata")}
+	m := &joinMemo{path: statedir.JoinMemo(dir)}
 	m.old, _ = os.ReadFile(m.path)
 	return m
 }
@@ -431,7 +432,7 @@ func (s *standbySet) openPending(ctx context.Context) error {
 	for _, st := range s.mu.tasks {
 		if st.pending {
 			for _, name := range standbyStores(s.a.plan, st.id.Sub) {
-				if t := task.ChangelogTopic(s.a.cfg.appID, name); !seen[t] {
+				if t := names.Changelog(s.a.cfg.appID, name); !seen[t] {
 					seen[t] = true
 					topics = append(topics, t)
 				}
@@ -480,13 +481,13 @@ func (s *standbySet) openLocked(st *standbyTask, starts, ends kadm.ListedOffsets
 	}
 	offsets := map[string]kgo.Offset{}
 	for _, name := range standbyStores(s.a.plan, id.Sub) {
-		topic := task.ChangelogTopic(s.a.cfg.appID, name)
+		topic := names.Changelog(s.a.cfg.appID, name)
 		start, okS := starts.Lookup(topic, id.Partition)
 		end, okE := ends.Lookup(topic, id.Partition)
 		if !okS || !okE || start.Err != nil || end.Err != nil {
 			return fail(fmt.Errorf("no offsets for %s/%d", topic, id.Partition))
 		}
-		dir := filepath.Join(s.a.dir, id.String(), name)
+		dir := statedir.Store(s.a.dir, id.String(), name)
 		eng, err := s.a.openCopy(id, name, dir)
 		if err != nil {
 			return fail(err)
@@ -678,43 +679,43 @@ func (a *App) closingLocal(t *task.Task) {
 // syncStandbys hands the follower the standby tasks it should hold: those
 // of the latest assignment that are not open here as active tasks (a task
 // revoked from here waits until it closed). Loop only.
-func (in *instance) syncStandbys() {
-	want := make(map[task.ID]bool, len(in.wantStandby))
-	for id := range in.wantStandby {
-		if in.tasks[id] == nil {
+func (m *member) syncStandbys() {
+	want := make(map[task.ID]bool, len(m.wantStandby))
+	for id := range m.wantStandby {
+		if m.tasks[id] == nil {
 			want[id] = true
 		}
 	}
-	in.standby.set(want)
+	m.standby.set(want)
 }
 
 // scheduleProbe arranges the leader's probing rebalance (group goroutine):
 // after probing.rebalance.interval the member rejoins, and the leader
 // balances again with the warm-ups' new offset sums.
-func (in *instance) scheduleProbe() {
-	in.probeMu.Lock()
-	defer in.probeMu.Unlock()
-	if in.stopped || in.probe != nil {
+func (m *member) scheduleProbe() {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	if m.stopped || m.probe != nil {
 		return
 	}
-	in.a.log.Info("warm-up replicas assigned: probing rebalance scheduled", "in", in.a.cfg.standby.probeInterval)
-	in.probe = time.AfterFunc(in.a.cfg.standby.probeInterval, func() {
-		in.probeMu.Lock()
-		in.probe = nil
-		stopped := in.stopped
-		in.probeMu.Unlock()
+	m.a.log.Info("warm-up replicas assigned: probing rebalance scheduled", "in", m.a.cfg.standby.probeInterval)
+	m.probe = time.AfterFunc(m.a.cfg.standby.probeInterval, func() {
+		m.probeMu.Lock()
+		m.probe = nil
+		stopped := m.stopped
+		m.probeMu.Unlock()
 		if !stopped {
-			in.sess.Client().ForceRebalance()
+			m.sess.Client().ForceRebalance()
 		}
 	})
 }
 
-func (in *instance) stopProbes() {
-	in.probeMu.Lock()
-	defer in.probeMu.Unlock()
-	in.stopped = true
-	if in.probe != nil {
-		in.probe.Stop()
-		in.probe = nil
+func (m *member) stopProbes() {
+	m.probeMu.Lock()
+	defer m.probeMu.Unlock()
+	m.stopped = true
+	if m.probe != nil {
+		m.probe.Stop()
+		m.probe = nil
 	}
 }

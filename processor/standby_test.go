@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
@@ -26,17 +27,7 @@ import (
 // holds what committed and nothing else, and a task opening on it restores
 // nothing.
 func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
-	var addrs []string
-	if s := os.Getenv("SLUICE_TEST_BROKERS"); s != "" {
-		addrs = strings.Split(s, ",")
-	} else {
-		b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
-		addrs = b.Addrs()
-	}
+	addrs := testbroker.Addrs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	appID := fmt.Sprintf("standby-%d", time.Now().UnixNano()%1e9)
@@ -54,7 +45,7 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 	for s := range a.statefulSubs() {
 		id = task.ID{Sub: s, Partition: 0}
 	}
-	topic := task.ChangelogTopic(appID, "counts")
+	topic := names.Changelog(appID, "counts")
 	if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,14 +11,19 @@ import (
 	"github.com/sluice-streams/sluice/store"
 )
 
-// TaskState is where a task is in its lifecycle.
+// TaskState is where a task is in its lifecycle: for an active task, the
+// name of its state in the task lifecycle (DESIGN.md, "Task lifecycle");
+// /tasks shows the active tasks that are restoring or running (a
+// suspended one shows running until it closes) and the standby copies.
 type TaskState string
 
 const (
-	TaskRestoring TaskState = "restoring"
-	TaskRunning   TaskState = "running"
+	TaskRestoring TaskState = "restoring" // the lifecycle's restoring
+	TaskRunning   TaskState = "running"   // the lifecycle's running
 	// TaskStandby is a standby copy of another instance's task: its
 	// stores follow the changelogs (standby.go); it processes nothing.
+	// It is not a state of the task lifecycle: a standby is a copy of a
+	// task's stores, not a task (Kafka Streams' StandbyTask).
 	TaskStandby TaskState = "standby"
 )
 

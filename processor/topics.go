@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
-	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/internal/names"
 )
 
 // The application's topics: prepareTopics, run once at start, resolves how
@@ -26,7 +26,7 @@ func (a *App) deadLetterTopic() string {
 	if a.cfg.deadLetter != "" {
 		return a.cfg.deadLetter
 	}
-	return a.cfg.appID + "-dlq"
+	return names.DeadLetter(a.cfg.appID)
 }
 
 // prepareTopics resolves partition counts and creates the internal topics
@@ -48,7 +48,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		topics, internal := sub.SourceTopics()
 		for i, t := range topics {
 			if internal[i] {
-				t = task.InternalTopic(a.cfg.appID, t)
+				t = names.Internal(a.cfg.appID, t)
 			} else {
 				user = append(user, t)
 			}
@@ -76,7 +76,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	for _, sub := range a.plan.Subs {
 		for _, n := range sub.Nodes {
 			if n.Kind == exec.KindSink && n.Internal {
-				writer[task.InternalTopic(a.cfg.appID, n.Topics[0])] = sub.ID
+				writer[names.Internal(a.cfg.appID, n.Topics[0])] = sub.ID
 			}
 		}
 	}
@@ -87,7 +87,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			var w int32
 			for i, t := range topics {
 				if internal[i] {
-					t = task.InternalTopic(a.cfg.appID, t)
+					t = names.Internal(a.cfg.appID, t)
 					w = max(w, a.partitions[writer[t]])
 				} else {
 					w = max(w, counts[t])
@@ -131,7 +131,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		if a.plan.Stores[name].Source != "" {
 			continue // its source topic is its changelog
 		}
-		t := task.ChangelogTopic(a.cfg.appID, name)
+		t := names.Changelog(a.cfg.appID, name)
 		a.changelogs[t] = true
 		configs := map[string]*string{"cleanup.policy": &compact}
 		if spec := a.plan.Stores[name]; spec.Windowed && spec.Retention > 0 {
@@ -217,7 +217,7 @@ func (a *App) userInputs(sub int, writer map[string]int) []string {
 		for i, t := range topics {
 			if !internal[i] {
 				out = append(out, t)
-			} else if w, ok := writer[task.InternalTopic(a.cfg.appID, t)]; ok {
+			} else if w, ok := writer[names.Internal(a.cfg.appID, t)]; ok {
 				walk(w)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -570,7 +571,7 @@ func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs se
 		s.t.errorf(ErrMissingSerde, "repartition %q needs a key and a value serde", name)
 		return s
 	}
-	topic := name + "-repartition"
+	topic := names.Repartition(name)
 	sink := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: encoder(ks, vs)}, s.n)
 	sink.Typed = sinkChain(sink, ks, vs)
 	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: tombstoneDecoder(ks, vs)})

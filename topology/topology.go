@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 )
 
 // Sentinel errors that Build's joined error wraps, one per mistake.
@@ -180,7 +181,7 @@ func (t *Topology) Build() (*Built, error) {
 // windowed store but must persist its watermark (addTimeStores): the
 // store is <first repartition topic it writes>-time, its changelog
 // <application.id>-<that topic>-time-changelog.
-const TimeStoreSuffix = "-time"
+const TimeStoreSuffix = names.TimeStoreSuffix
 
 // addTimeStores gives a time store to every sub-topology that writes
 // repartition topics in a plan that uses event time but has no windowed
@@ -210,7 +211,7 @@ func addTimeStores(plan *exec.Plan) []error {
 		if len(sinks) == 0 {
 			continue
 		}
-		name := slices.Min(sinks) + TimeStoreSuffix
+		name := names.TimeStore(slices.Min(sinks))
 		if _, dup := plan.Stores[name]; dup {
 			errs = append(errs, fmt.Errorf("%w: store %q is the name sluice gives the time state of the sub-topology writing %s; name the store otherwise", ErrDuplicateName, name, slices.Min(sinks)))
 			continue
@@ -339,7 +340,7 @@ func (b *Built) Describe() string {
 			if st.TimeState {
 				kind += ", time state"
 			}
-			changelog := "changelog <application.id>-" + s + "-changelog"
+			changelog := "changelog " + names.Changelog("<application.id>", s)
 			if st.Source != "" {
 				changelog = "changelog: its source topic " + st.Source
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -23,6 +24,8 @@ type Option func(*Driver)
 
 // ApplicationID sets the application id that prefixes internal topics
 // (default "test").
+//
+// Deprecated: use Processor(processor.ApplicationID(id)).
 func ApplicationID(id string) Option { return func(d *Driver) { d.appID = id } }
 
 // WallClock sets the driver's initial wall-clock time (default: the time New
@@ -31,6 +34,8 @@ func WallClock(t time.Time) Option { return func(d *Driver) { d.wall = t.UnixMil
 
 // OnError sets the application's handler for one class of errors, as
 // processor.OnError does.
+//
+// Deprecated: use Processor(processor.OnError(class, h)).
 func OnError(class topology.ErrorClass, h topology.ErrorHandler) Option {
 	return func(d *Driver) {
 		if d.errors == nil {
@@ -41,14 +46,20 @@ func OnError(class topology.ErrorClass, h topology.ErrorHandler) Option {
 }
 
 // MaxRecordBytes bounds produced records, as processor.MaxRecordBytes does.
+//
+// Deprecated: use Processor(processor.MaxRecordBytes(n)).
 func MaxRecordBytes(n int) Option { return func(d *Driver) { d.maxRecordBytes = n } }
 
 // IdleTimeout excludes an input from the watermark after it had no records
 // for d of the driver's wall clock, as processor.IdleTimeout does.
+//
+// Deprecated: use Processor(processor.IdleTimeout(d)).
 func IdleTimeout(d time.Duration) Option { return func(d2 *Driver) { d2.idleTimeout = d } }
 
 // DeadLetterTopic sets the application's dead-letter topic, as
 // processor.DeadLetterTopic does (default <application id>-dlq).
+//
+// Deprecated: use Processor(processor.DeadLetterTopic(topic)).
 func DeadLetterTopic(topic string) Option { return func(d *Driver) { d.deadLetter = topic } }
 
 // Driver runs a topology without Kafka. It is not safe for concurrent use.
@@ -71,6 +82,7 @@ type Driver struct {
 	deadLetter     string
 	idleTimeout    time.Duration
 	ab             *aborter // AbortTransactions
+	optErr         error    // a processor option the driver cannot apply (Processor)
 
 	x extra // metamorphic.go's options
 }
@@ -90,12 +102,15 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 	for _, o := range append(defaultOptions[:len(defaultOptions):len(defaultOptions)], opts...) {
 		o(d)
 	}
+	if d.optErr != nil {
+		return nil, d.optErr
+	}
 	if d.ab != nil && (d.x.commitEvery != 1 || d.x.rng != nil) {
 		return nil, errors.New("topologytest: AbortTransactions combines with neither CommitEvery nor ShuffleInternal: it chooses the transactions itself")
 	}
 	d.x.init()
 	if d.deadLetter == "" {
-		d.deadLetter = d.appID + "-dlq"
+		d.deadLetter = names.DeadLetter(d.appID)
 	}
 	if d.dir, err = os.MkdirTemp("", "sluice-topologytest-"); err != nil {
 		return nil, err
@@ -122,7 +137,8 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 			return nil, err
 		}
 		d.tasks = append(d.tasks, tk)
-		if err := tk.Init(); err != nil {
+		// Nothing to restore: the driver has no changelogs to read.
+		if err := errors.Join(tk.Init(), tk.Transition(task.Running)); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -136,7 +152,7 @@ func New(t *topology.Topology, opts ...Option) (*Driver, error) {
 		topics, internal := sub.SourceTopics()
 		for i, tp := range topics {
 			if internal[i] {
-				tp = task.InternalTopic(d.appID, tp)
+				tp = names.Internal(d.appID, tp)
 			}
 			d.x.byPartition[tp] = append(d.x.byPartition[tp], tk)
 			if slot.p == 0 {

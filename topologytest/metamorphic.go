@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 )
 
@@ -34,6 +35,8 @@ func CommitEvery(n int) Option { return func(d *Driver) { d.x.commitEvery = n } 
 
 // FoldUpdates folds table updates until the commit, as
 // processor.FoldUpdates (fold.updates) does.
+//
+// Deprecated: use Processor(processor.FoldUpdates(true)).
 func FoldUpdates() Option { return func(d *Driver) { d.x.fold = true } }
 
 // Partitions runs every sub-topology as n tasks, one per partition (default
@@ -123,7 +126,7 @@ func (x *extra) internalPartitions(appID string, plan *exec.Plan) map[string]int
 		for _, n := range sub.Nodes {
 			if n.Internal && (n.Kind == exec.KindSource || n.Kind == exec.KindSink) {
 				for _, tp := range n.Topics {
-					m[task.InternalTopic(appID, tp)] = int32(x.partitions)
+					m[names.Internal(appID, tp)] = int32(x.partitions)
 				}
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,18 +85,6 @@ var appKeys = []struct{ key, flag string }{
 	{keySSLKey, "ssl-key"},
 }
 
-const (
-	defaultBrokers        = "127.0.0.1:9092"
-	defaultCommitInterval = 100 * time.Millisecond
-	defaultMaxRecordBytes = 1048588 // Kafka's default message.max.bytes
-	defaultAcceptableLag  = 10_000
-	defaultMaxWarmups     = 2
-	defaultProbeInterval  = 10 * time.Minute
-	defaultSessionTimeout = 10 * time.Second
-)
-
-func defaultStateDir() string { return filepath.Join(os.TempDir(), "sluice") }
-
 // envName returns the environment variable of key: SLUICE_ and the key in
 // upper case with dots as underscores.
 func envName(key string) string {
@@ -109,21 +96,22 @@ func envName(key string) string {
 // flag only wins when it was given.
 func addAppFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
+	d := processor.Defaults()
 	f.String("app-id", "", "application.id: the consumer group and the prefix of internal topics and transactional ids (default: the example's name)")
-	f.String("brokers", defaultBrokers, "bootstrap.servers: comma-separated `host:port` list")
-	f.String("guarantee", txn.ExactlyOnce.String(), "processing.guarantee: exactly_once, at_least_once or at_most_once")
-	f.Duration("commit-interval", defaultCommitInterval, "commit.interval: how often the instance commits its transaction")
-	f.String("state-dir", defaultStateDir(), "state.dir: root `directory` of the local state stores")
-	f.Int("stream-threads", 0, "num.stream.threads: tasks processing at the same time, each on one goroutine, within the instance's one transaction (0: one per CPU, GOMAXPROCS)")
-	f.Bool("fold-updates", false, "fold.updates: forward an aggregation's updates at the commit, one per key (Kafka Streams' record cache), instead of each at once")
-	f.Int("standby-replicas", 0, "num.standby.replicas: other instances keeping a copy of each stateful task's stores, following its changelogs, so a failover restores only the tail")
-	f.Int("acceptable-recovery-lag", defaultAcceptableLag, "acceptable.recovery.lag: changelog offsets a copy may lag the best one and still take its task over; further behind, it warms up first")
-	f.Int("max-warmup-replicas", defaultMaxWarmups, "max.warmup.replicas: warm-up copies the group keeps at once while tasks wait to move")
-	f.Duration("probing-rebalance-interval", defaultProbeInterval, "probing.rebalance.interval: how often the group leader rebalances while warm-ups catch up")
-	f.Duration("session-timeout", defaultSessionTimeout, "session.timeout: how long the group waits for a silent member; a static member (group.instance.id) restarting within it causes no rebalance")
+	f.String("brokers", strings.Join(d.BootstrapServers, ","), "bootstrap.servers: comma-separated `host:port` list")
+	f.String("guarantee", d.ProcessingGuarantee.String(), "processing.guarantee: exactly_once, at_least_once or at_most_once")
+	f.Duration("commit-interval", d.CommitInterval, "commit.interval: how often the instance commits its transaction")
+	f.String("state-dir", d.StateDir, "state.dir: root `directory` of the local state stores")
+	f.Int("stream-threads", d.NumStreamThreads, "num.stream.threads: tasks processing at the same time, each on one goroutine, within the instance's one transaction (0: one per CPU, GOMAXPROCS)")
+	f.Bool("fold-updates", d.FoldUpdates, "fold.updates: forward an aggregation's updates at the commit, one per key (Kafka Streams' record cache), instead of each at once")
+	f.Int("standby-replicas", d.NumStandbyReplicas, "num.standby.replicas: other instances keeping a copy of each stateful task's stores, following its changelogs, so a failover restores only the tail")
+	f.Int("acceptable-recovery-lag", int(d.AcceptableRecoveryLag), "acceptable.recovery.lag: changelog offsets a copy may lag the best one and still take its task over; further behind, it warms up first")
+	f.Int("max-warmup-replicas", d.MaxWarmupReplicas, "max.warmup.replicas: warm-up copies the group keeps at once while tasks wait to move")
+	f.Duration("probing-rebalance-interval", d.ProbingRebalanceInterval, "probing.rebalance.interval: how often the group leader rebalances while warm-ups catch up")
+	f.Duration("session-timeout", d.SessionTimeout, "session.timeout: how long the group waits for a silent member; a static member (group.instance.id) restarting within it causes no rebalance")
 	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
-	f.Int("max-record-bytes", defaultMaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
-	f.Duration("idle-timeout", 0, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
+	f.Int("max-record-bytes", d.MaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
+	f.Duration("idle-timeout", d.IdleTimeout, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
 	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
 	f.String("http", "", "http.address: serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this `address` (a port alone binds 127.0.0.1); off when empty")
 	f.String("log-level", "info", "log.level: debug, info, warn or error")
@@ -189,21 +177,25 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		}
 	}
 
+	// The instance's defaults are processor's (processor.Defaults), so
+	// that what `sluice config` shows is what an App uses; opts passes
+	// on only the keys that were set.
+	d := processor.Defaults()
 	v.SetDefault(keyAppID, defaultAppID)
-	v.SetDefault(keyBrokers, defaultBrokers)
-	v.SetDefault(keyGuarantee, txn.ExactlyOnce.String())
-	v.SetDefault(keyCommitInterval, defaultCommitInterval)
-	v.SetDefault(keyStateDir, defaultStateDir())
-	v.SetDefault(keyStandbyReplicas, 0)
-	v.SetDefault(keyStreamThreads, 0)
-	v.SetDefault(keyFoldUpdates, false)
-	v.SetDefault(keyAcceptableLag, defaultAcceptableLag)
-	v.SetDefault(keyMaxWarmups, defaultMaxWarmups)
-	v.SetDefault(keyProbeInterval, defaultProbeInterval)
-	v.SetDefault(keySessionTimeout, defaultSessionTimeout)
+	v.SetDefault(keyBrokers, strings.Join(d.BootstrapServers, ","))
+	v.SetDefault(keyGuarantee, d.ProcessingGuarantee.String())
+	v.SetDefault(keyCommitInterval, d.CommitInterval)
+	v.SetDefault(keyStateDir, d.StateDir)
+	v.SetDefault(keyStandbyReplicas, d.NumStandbyReplicas)
+	v.SetDefault(keyStreamThreads, d.NumStreamThreads)
+	v.SetDefault(keyFoldUpdates, d.FoldUpdates)
+	v.SetDefault(keyAcceptableLag, int(d.AcceptableRecoveryLag))
+	v.SetDefault(keyMaxWarmups, d.MaxWarmupReplicas)
+	v.SetDefault(keyProbeInterval, d.ProbingRebalanceInterval)
+	v.SetDefault(keySessionTimeout, d.SessionTimeout)
 	v.SetDefault(keyInstanceID, "")
-	v.SetDefault(keyMaxRecordBytes, defaultMaxRecordBytes)
-	v.SetDefault(keyIdleTimeout, time.Duration(0))
+	v.SetDefault(keyMaxRecordBytes, d.MaxRecordBytes)
+	v.SetDefault(keyIdleTimeout, d.IdleTimeout)
 	v.SetDefault(keyAppServer, "")
 	v.SetDefault(keyHTTPAddress, "")
 	v.SetDefault(keyLogLevel, "info")
@@ -307,27 +299,67 @@ func checkKeys(file string, keys []string) error {
 	return errors.Join(errs...)
 }
 
-// opts converts c to processor options.
+// opts converts c to processor options: the application id (whose default
+// is the command's, not processor's), the connection's security, and the
+// keys that were set (setKeys); every other key keeps processor's default.
 func (c appConfig) opts() []processor.Opt {
-	return []processor.Opt{
-		processor.ApplicationID(c.AppID),
-		processor.StandbyReplicas(c.StandbyReplicas),
-		processor.StreamThreads(c.StreamThreads),
-		processor.FoldUpdates(c.FoldUpdates),
-		processor.AcceptableRecoveryLag(int64(c.AcceptableLag)),
-		processor.MaxWarmupReplicas(c.MaxWarmups),
-		processor.ProbingRebalanceInterval(c.ProbeInterval),
-		processor.SessionTimeout(c.SessionTimeout),
-		processor.Brokers(c.Brokers...),
-		processor.Guarantee(c.Guarantee),
-		processor.CommitInterval(c.CommitInterval),
-		processor.StateDir(c.StateDir),
-		processor.InstanceID(c.InstanceID),
-		processor.MaxRecordBytes(c.MaxRecordBytes),
-		processor.IdleTimeout(c.IdleTimeout),
-		processor.AdvertisedEndpoint(c.AppServer),
-		processor.ClientOptions(c.Security.opts...),
+	opts := []processor.Opt{processor.ApplicationID(c.AppID), processor.ClientOptions(c.Security.opts...)}
+	for _, key := range c.setKeys() {
+		if o := c.opt(key); o != nil {
+			opts = append(opts, o)
+		}
 	}
+	return opts
+}
+
+// setKeys lists, in --help order, the keys given by flag, environment or
+// config file.
+func (c appConfig) setKeys() []string {
+	var keys []string
+	for _, k := range appKeys {
+		if s, ok := c.sources[k.key]; ok && s != "default" {
+			keys = append(keys, k.key)
+		}
+	}
+	return keys
+}
+
+// opt is the processor option of key with its value in c, nil for a key
+// that is not one (application.id, the command's own, security).
+func (c appConfig) opt(key string) processor.Opt {
+	switch key {
+	case keyBrokers:
+		return processor.Brokers(c.Brokers...)
+	case keyGuarantee:
+		return processor.Guarantee(c.Guarantee)
+	case keyCommitInterval:
+		return processor.CommitInterval(c.CommitInterval)
+	case keyStateDir:
+		return processor.StateDir(c.StateDir)
+	case keyStandbyReplicas:
+		return processor.StandbyReplicas(c.StandbyReplicas)
+	case keyStreamThreads:
+		return processor.StreamThreads(c.StreamThreads)
+	case keyFoldUpdates:
+		return processor.FoldUpdates(c.FoldUpdates)
+	case keyAcceptableLag:
+		return processor.AcceptableRecoveryLag(int64(c.AcceptableLag))
+	case keyMaxWarmups:
+		return processor.MaxWarmupReplicas(c.MaxWarmups)
+	case keyProbeInterval:
+		return processor.ProbingRebalanceInterval(c.ProbeInterval)
+	case keySessionTimeout:
+		return processor.SessionTimeout(c.SessionTimeout)
+	case keyInstanceID:
+		return processor.InstanceID(c.InstanceID)
+	case keyMaxRecordBytes:
+		return processor.MaxRecordBytes(c.MaxRecordBytes)
+	case keyIdleTimeout:
+		return processor.IdleTimeout(c.IdleTimeout)
+	case keyAppServer:
+		return processor.AdvertisedEndpoint(c.AppServer)
+	}
+	return nil
 }
 
 // logger returns the instance's logger: slog on w, in the configured format

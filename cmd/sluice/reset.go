@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -169,14 +169,6 @@ type resetOptions struct {
 	out       io.Writer
 }
 
-// isInternalTopic is Kafka Streams' rule: the application's prefix and a
-// repartition or changelog suffix. The dead-letter topic <app-id>-dlq is
-// not internal: it holds records an operator may still need.
-func isInternalTopic(appID, topic string) bool {
-	return strings.HasPrefix(topic, appID+"-") &&
-		(strings.HasSuffix(topic, "-repartition") || strings.HasSuffix(topic, "-changelog"))
-}
-
 // runReset is `sluice reset`: see newResetCmd's Long help for the steps.
 func runReset(ctx context.Context, o resetOptions) error {
 	// A short metadata age: the client caches topic listings for that
@@ -228,7 +220,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 	}
 	var inputs, internalCommitted []string
 	for t := range committed {
-		if isInternalTopic(o.appID, t) {
+		if names.IsInternal(o.appID, t) {
 			internalCommitted = append(internalCommitted, t)
 		} else {
 			inputs = append(inputs, t)
@@ -238,7 +230,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 		if t = strings.TrimSpace(t); t == "" {
 			continue
 		}
-		if isInternalTopic(o.appID, t) {
+		if names.IsInternal(o.appID, t) {
 			return fmt.Errorf("reset: --input-topics names %s, an internal topic of %s: internal topics are deleted, not reset", t, o.appID)
 		}
 		if !slices.Contains(inputs, t) {
@@ -271,7 +263,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 	}
 	var internal []string
 	for _, t := range all.Names() {
-		if isInternalTopic(o.appID, t) {
+		if names.IsInternal(o.appID, t) {
 			internal = append(internal, t)
 		}
 	}
@@ -284,7 +276,7 @@ func runReset(ctx context.Context, o resetOptions) error {
 			fmt.Fprintf(w, "  %s\n", t)
 		}
 	}
-	fmt.Fprintf(w, "not touched: output topics and the dead-letter topic %s-dlq (a replay appends to them)\n", o.appID)
+	fmt.Fprintf(w, "not touched: output topics and the dead-letter topic %s (a replay appends to them)\n", names.DeadLetter(o.appID))
 
 	if o.dryRun {
 		printStateStep(w, o, stateDir, true)
@@ -462,28 +454,24 @@ func deleteTopics(ctx context.Context, adm *kadm.Client, topics []string) error 
 // processor.App lays it out; an application id that is not a single path
 // element would make that a different directory, so it is refused.
 func appStateDir(root, appID string) (string, error) {
-	if appID == "." || appID == ".." || strings.ContainsAny(appID, `/\`) || appID != filepath.Clean(appID) {
+	if err := statedir.CheckAppID(appID); err != nil {
 		return "", fmt.Errorf("reset: application id %q is not a directory name; delete its local state by hand", appID)
 	}
-	return filepath.Join(root, appID), nil
+	return statedir.App(root, appID), nil
 }
 
 // lockStateDir takes the lock every running instance holds on its state
-// directory (processor/statedir.go lockDir), so that reset never deletes the state
-// under a live process. A missing directory needs no lock.
+// directory, so that reset never deletes the state under a live process. A
+// missing directory needs no lock.
 func lockStateDir(dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return func() {}, nil
+	unlock, err := statedir.LockExisting(dir)
+	if errors.Is(err, statedir.ErrInUse) {
+		return nil, fmt.Errorf("reset: refusing: the local state %s is in use by a running instance (stop it first): %w", dir, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reset: lock the local state %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("reset: refusing: the local state %s is in use by a running instance (stop it first): %w", dir, err)
-	}
-	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return unlock, nil
 }
 
 // printStateStep reports the local state step: done (or, dry, to be done)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 )
 
 // resetFixture is a broker holding what an application leaves behind: an
@@ -25,6 +26,7 @@ import (
 // and local state.
 type resetFixture struct {
 	addr      string
+	p         string // prefixes every name on a shared cluster
 	adm       *kadm.Client
 	appID     string
 	input     string
@@ -38,12 +40,13 @@ const resetRecords = 10 // per input partition
 
 func newResetFixture(t *testing.T) *resetFixture {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
+	addrs := testbroker.Addrs(t)
+	// On a shared cluster (SLUICE_TEST_BROKERS), names of this run only.
+	p := ""
+	if len(testbroker.External()) > 0 {
+		p = testbroker.Unique(t, "reset-") + "-"
 	}
-	t.Cleanup(b.Close)
-	f := &resetFixture{addr: b.Addrs()[0], appID: "app", input: "views"}
+	f := &resetFixture{addr: addrs[0], p: p, appID: p + "app", input: p + "views"}
 	// kgo caches topic listings for MetadataMinAge: keep it short so that
 	// the checks see the deletions at once.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addr), kgo.MetadataMinAge(10*time.Millisecond))
@@ -53,10 +56,10 @@ func newResetFixture(t *testing.T) *resetFixture {
 	t.Cleanup(cl.Close)
 	f.adm = kadm.NewClient(cl)
 	ctx := testCtx(t)
-	f.internal = []string{"app-counts-changelog", "app-by-page-repartition"}
-	f.untouched = []string{"app-dlq", "page-counts", "app-notes", "other-counts-changelog"}
+	f.internal = []string{f.appID + "-counts-changelog", f.appID + "-by-page-repartition"}
+	f.untouched = []string{f.appID + "-dlq", f.p + "page-counts", f.appID + "-notes", f.p + "other-counts-changelog"}
 	for _, tp := range append(append([]string{f.input}, f.internal...), f.untouched...) {
-		if err := broker.CreateTopic(ctx, b.Addrs(), tp, 2, nil); err != nil {
+		if err := broker.CreateTopic(ctx, addrs, tp, 2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +85,7 @@ func newResetFixture(t *testing.T) *resetFixture {
 	var offs kadm.Offsets
 	offs.Add(kadm.Offset{Topic: f.input, Partition: 0, At: 7, LeaderEpoch: -1})
 	offs.Add(kadm.Offset{Topic: f.input, Partition: 1, At: 9, LeaderEpoch: -1})
-	offs.Add(kadm.Offset{Topic: "app-by-page-repartition", Partition: 0, At: 0, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: f.appID + "-by-page-repartition", Partition: 0, At: 0, LeaderEpoch: -1})
 	resp, err := f.adm.CommitOffsets(ctx, f.appID, offs)
 	if err == nil {
 		err = resp.Error()
@@ -92,7 +95,7 @@ func newResetFixture(t *testing.T) *resetFixture {
 	}
 	// Local state of this application and of another one.
 	f.stateRoot = t.TempDir()
-	for _, d := range []string{filepath.Join(f.stateRoot, "app", "0_0", "counts"), filepath.Join(f.stateRoot, "other", "0_0")} {
+	for _, d := range []string{filepath.Join(f.stateRoot, f.appID, "0_0", "counts"), filepath.Join(f.stateRoot, f.p+"other", "0_0")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +103,7 @@ func newResetFixture(t *testing.T) *resetFixture {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(f.stateRoot, "app", ".lock"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(f.stateRoot, f.appID, ".lock"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -166,7 +169,7 @@ func (f *resetFixture) wantUnchanged(t *testing.T) {
 	if got := f.committed(t, f.input); got != [2]int64{7, 9} {
 		t.Errorf("input offsets %v, want the application's [7 9] unchanged", got)
 	}
-	if got := f.committed(t, "app-by-page-repartition"); got[0] != 0 {
+	if got := f.committed(t, f.appID+"-by-page-repartition"); got[0] != 0 {
 		t.Errorf("repartition offsets %v, want partition 0 at 0 unchanged", got)
 	}
 	topics := f.existing(t)
@@ -175,7 +178,7 @@ func (f *resetFixture) wantUnchanged(t *testing.T) {
 			t.Errorf("internal topic %s was deleted", tp)
 		}
 	}
-	if !f.stateExists(t, "app") {
+	if !f.stateExists(t, f.appID) {
 		t.Error("local state was deleted")
 	}
 }
@@ -195,7 +198,7 @@ func TestResetToEarliestDeletesInternalTopicsAndState(t *testing.T) {
 	if got := f.committed(t, f.input); got != [2]int64{0, 0} {
 		t.Errorf("input offsets after reset %v, want [0 0]", got)
 	}
-	if got := f.committed(t, "app-by-page-repartition"); got != [2]int64{-1, -1} {
+	if got := f.committed(t, f.appID+"-by-page-repartition"); got != [2]int64{-1, -1} {
 		t.Errorf("offsets of a deleted repartition topic %v, want none", got)
 	}
 	topics := f.existing(t)
@@ -209,13 +212,13 @@ func TestResetToEarliestDeletesInternalTopicsAndState(t *testing.T) {
 			t.Errorf("topic %s was deleted; only the application's internal topics may be", tp)
 		}
 	}
-	if f.stateExists(t, "app") {
+	if f.stateExists(t, f.appID) {
 		t.Error("local state <state-dir>/app still exists")
 	}
-	if !f.stateExists(t, "other") {
+	if !f.stateExists(t, f.p+"other") {
 		t.Error("another application's local state was deleted")
 	}
-	for _, want := range []string{"views/0: 7 -> 0", "views/1: 9 -> 0", "app-counts-changelog", "app-by-page-repartition", "app-dlq", "deleted " + filepath.Join(f.stateRoot, "app")} {
+	for _, want := range []string{f.input + "/0: 7 -> 0", f.input + "/1: 9 -> 0", f.appID + "-counts-changelog", f.appID + "-by-page-repartition", f.appID + "-dlq", "deleted " + filepath.Join(f.stateRoot, f.appID)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -229,7 +232,7 @@ func TestResetDryRunChangesNothing(t *testing.T) {
 		t.Fatalf("reset --dry-run: %v", err)
 	}
 	f.wantUnchanged(t)
-	for _, want := range []string{"dry run", "views/0: 7 -> 0", "views/1: 9 -> 0", "app-counts-changelog", "would delete " + filepath.Join(f.stateRoot, "app")} {
+	for _, want := range []string{"dry run", f.input + "/0: 7 -> 0", f.input + "/1: 9 -> 0", f.appID + "-counts-changelog", "would delete " + filepath.Join(f.stateRoot, f.appID)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -245,10 +248,10 @@ func TestResetWithoutStateDirPrintsThePath(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reset: %v", err)
 	}
-	if !f.stateExists(t, "app") {
+	if !f.stateExists(t, f.appID) {
 		t.Error("local state deleted without --state-dir")
 	}
-	if want := "rm -rf " + filepath.Join(f.stateRoot, "app"); !strings.Contains(out, want) {
+	if want := "rm -rf " + filepath.Join(f.stateRoot, f.appID); !strings.Contains(out, want) {
 		t.Errorf("report lacks %q", want)
 	}
 	if got := f.committed(t, f.input); got != [2]int64{0, 0} {
@@ -304,10 +307,10 @@ func TestResetToDatetimeAndByDuration(t *testing.T) {
 func TestResetInputTopics(t *testing.T) {
 	f := newResetFixture(t)
 	// page-counts has no committed offsets; named, it is reset too.
-	if _, err := f.reset(t, "--input-topics", "page-counts", "--to-datetime", f.start.Add(15*time.Minute).Format(time.RFC3339)); err != nil {
+	if _, err := f.reset(t, "--input-topics", f.p+"page-counts", "--to-datetime", f.start.Add(15*time.Minute).Format(time.RFC3339)); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.committed(t, "page-counts"); got != [2]int64{0, 0} {
+	if got := f.committed(t, f.p+"page-counts"); got != [2]int64{0, 0} {
 		t.Errorf("page-counts offsets %v, want [0 0] (empty topic: its end)", got)
 	}
 	if got := f.committed(t, f.input); got != [2]int64{2, 2} {
@@ -316,7 +319,7 @@ func TestResetInputTopics(t *testing.T) {
 	if _, err := f.reset(t, "--input-topics", "no-such-topic"); err == nil || !strings.Contains(err.Error(), "no-such-topic does not exist") {
 		t.Errorf("reset of a missing input topic: %v, want an error naming it", err)
 	}
-	if _, err := f.reset(t, "--input-topics", "app-counts-changelog"); err == nil || !strings.Contains(err.Error(), "internal topic") {
+	if _, err := f.reset(t, "--input-topics", f.appID+"-counts-changelog"); err == nil || !strings.Contains(err.Error(), "internal topic") {
 		t.Errorf("reset naming an internal topic as input: %v, want a refusal", err)
 	}
 }
@@ -387,7 +390,7 @@ func TestResetRefusesLiveMembers(t *testing.T) {
 
 func TestResetRefusesStateInUse(t *testing.T) {
 	f := newResetFixture(t)
-	lock, err := os.OpenFile(filepath.Join(f.stateRoot, "app", ".lock"), os.O_RDWR, 0)
+	lock, err := os.OpenFile(filepath.Join(f.stateRoot, f.appID, ".lock"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +408,7 @@ func TestResetRefusesStateInUse(t *testing.T) {
 	if _, err := f.reset(t, "--state-dir", f.stateRoot); err != nil {
 		t.Fatal(err)
 	}
-	if f.stateExists(t, "app") {
+	if f.stateExists(t, f.appID) {
 		t.Error("local state still exists")
 	}
 }

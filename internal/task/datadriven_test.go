@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
@@ -461,7 +462,7 @@ func (h *ddHarness) fmtRecord(r *kgo.Record) string {
 // changelogStore is the store whose changelog topic is topic, if it is one.
 func (h *ddHarness) changelogStore(topic string) (string, bool) {
 	for _, name := range h.tk.Stores() {
-		if topic == ChangelogTopic(ddApp, name) {
+		if topic == names.Changelog(ddApp, name) {
 			return name, true
 		}
 	}

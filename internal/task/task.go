@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -41,6 +42,7 @@ type Sender func(r *kgo.Record, promise func(*kgo.Record, error))
 //	| running  | closed   | partitions revoked or lost, or shutdown      |
 type Task struct {
 	id    ID
+	state State // state.go: where it is in its lifecycle
 	sub   *exec.SubTopology
 	appID string
 	cfg   Config
@@ -198,12 +200,6 @@ type punctuator struct {
 	committedCanceled bool
 }
 
-// ChangelogTopic names the changelog of a store.
-func ChangelogTopic(appID, storeName string) string { return appID + "-" + storeName + "-changelog" }
-
-// InternalTopic names an internal (repartition) topic.
-func InternalTopic(appID, name string) string { return appID + "-" + name }
-
 // Config is what a task needs from the driver around it.
 type Config struct {
 	AppID    string
@@ -298,7 +294,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if n.Kind == exec.KindSink {
 			ni.topic = n.Topics[0]
 			if n.Internal {
-				ni.topic = InternalTopic(appID, ni.topic)
+				ni.topic = names.Internal(appID, ni.topic)
 			}
 		}
 		insts[n] = ni
@@ -306,7 +302,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if n.Kind == exec.KindSource {
 			for _, topic := range n.Topics {
 				if n.Internal {
-					topic = InternalTopic(appID, topic)
+					topic = names.Internal(appID, topic)
 				}
 				t.sources[topic] = ni
 			}
@@ -328,7 +324,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if spec.InMemory {
 			eng = store.NewMemory()
 		} else {
-			dir := filepath.Join(stateDir, id.String(), name)
+			dir := statedir.Store(stateDir, id.String(), name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.closeStores()
 				return nil, fmt.Errorf("processor: task %s: %w", id, err)
@@ -355,7 +351,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			}
 			continue
 		}
-		topic := ChangelogTopic(appID, name)
+		topic := names.Changelog(appID, name)
 		// One promise per store, not one closure per record.
 		promise := func(r *kgo.Record, err error) {
 			if err != nil {
@@ -769,6 +765,7 @@ func (t *Task) abortPunctuators() {
 }
 
 func (t *Task) Close() error {
+	t.state = Closed // every state may close (state.go)
 	var errs []error
 	for _, ni := range t.nodes {
 		if ni.proc != nil {
@@ -898,7 +895,7 @@ func (n *nodeInst) Store(name string) *store.Staged { return n.t.stores[name] }
 
 func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers []exec.Header, ts int64) error {
 	if internal {
-		topic = InternalTopic(n.t.appID, topic)
+		topic = names.Internal(n.t.appID, topic)
 	}
 	size := len(key) + len(value)
 	for _, h := range headers {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -62,7 +63,7 @@ func (t *Task) newClock() error {
 		for _, topic := range src.Topics {
 			width := int32(1)
 			if src.Internal {
-				topic = InternalTopic(t.appID, topic)
+				topic = names.Internal(t.appID, topic)
 				width = t.cfg.InternalPartitions[topic]
 				if width < 1 {
 					width = 1
@@ -74,7 +75,7 @@ func (t *Task) newClock() error {
 	}
 	for _, node := range t.sub.Nodes {
 		if node.Kind == exec.KindSink && node.Internal {
-			topic := InternalTopic(t.appID, node.Topics[0])
+			topic := names.Internal(t.appID, node.Topics[0])
 			c.sinks = append(c.sinks, sinkTopic{topic, max(1, t.cfg.InternalPartitions[topic])})
 		}
 	}
