@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
-	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/txn"
 )
 
