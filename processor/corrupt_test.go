@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/internal/diskfault"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -34,27 +35,9 @@ func damageStore(t *testing.T, dir string) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(dir)
+	n, err := diskfault.GarbleTables(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if filepath.Ext(e.Name()) != ".sst" {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 64; i < 128 && i < len(b); i++ {
-			b[i] ^= 0xff
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		n++
 	}
 	if n == 0 {
 		t.Fatalf("no table in %s to damage", dir)

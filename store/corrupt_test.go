@@ -3,37 +3,19 @@ package store
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-streams/sluice/internal/diskfault"
 )
 
-// garbleTables flips bytes inside every sstable in dir, as a disk fault
-// would, and returns how many it damaged.
+// garbleTables damages every sstable in dir (diskfault.GarbleTables) and
+// returns how many.
 func garbleTables(t *testing.T, dir string) int {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	n, err := diskfault.GarbleTables(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range ents {
-		if filepath.Ext(e.Name()) != ".sst" {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 100; i < 200 && i < len(b); i++ {
-			b[i] ^= 0xff
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		n++
 	}
 	return n
 }
