@@ -181,7 +181,7 @@ func (t *Topology) Build() (*Built, error) {
 // windowed store but must persist its watermark (addTimeStores): the
 // store is <first repartition topic it writes>-time, its changelog
 // <application.id>-<that topic>-time-changelog.
-const TimeStoreSuffix = names.TimeStoreSuffix
+const TimeStoreSuffix = "-time"
 
 // addTimeStores gives a time store to every sub-topology that writes
 // repartition topics in a plan that uses event time but has no windowed
