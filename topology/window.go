@@ -166,9 +166,7 @@ func LateRecords[K, V any](ws WindowedStream[K, V]) Stream[K, V] {
 		return ws.g.s
 	}
 	if ws.late.node == nil {
-		ws.late.node = t.add(&exec.Node{Name: t.name(ws.late.agg.Stores[0]+"-late", "LATE"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-			return c.Forward(r)
-		})}, ws.late.agg)
+		ws.late.node = t.add(&exec.Node{Name: t.name(ws.late.agg.Stores[0]+"-late", "LATE"), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, ws.late.agg)
 	}
 	return Stream[K, V]{t: t, n: ws.late.node, ks: ws.g.s.ks, vs: ws.g.s.vs}
 }
