@@ -23,7 +23,7 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 	// The topic is the table's changelog: no second copy. The store keeps
 	// only what decodes, as processing does.
 	m.spec.Source = topic
-	m.spec.SourceAccepts = func(k, v []byte) bool { _, _, err := dec(k, v); return err == nil }
+	m.spec.SourceAccepts = ops.Accepts(dec)
 	st := m.kvStore()
 	n := t.add(m.folding(&exec.Node{
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),

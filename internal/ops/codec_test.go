@@ -118,6 +118,9 @@ func TestCodecEveryKeyLength(t *testing.T) {
 					t.Fatalf("TombstoneDecoder(%q, nil) = %v, %v, %v, want a tombstone", kb, dk, dv, err)
 				}
 			}
+			if acc := Accepts(tdec); !acc([]byte("k"), nil) || !acc([]byte("k"), []byte("v")) {
+				t.Fatal("Accepts refused a record its decoder decodes")
+			}
 			// An empty value is a value, not a delete.
 			if _, dv, err := tdec([]byte("k"), []byte{}); err != nil || dv != "" {
 				t.Fatalf("TombstoneDecoder of an empty value: %v, %v", dv, err)
@@ -152,6 +155,9 @@ func TestCodecErrorsNameTheHalf(t *testing.T) {
 		check("SourceTyped", c.half, src([]byte(c.k), []byte(c.v)))
 		_, _, err = Decode(picky, picky, []byte(c.k), []byte(c.v))
 		check("Decode", c.half, err)
+	}
+	if acc := Accepts(tdec); acc([]byte("bad"), nil) || acc([]byte("ok"), []byte("bad")) {
+		t.Error("Accepts took a record its decoder fails on")
 	}
 	_, _, err := enc(a, "bad", exec.Tombstone)
 	check("Encoder of a tombstone", "key", err)

@@ -60,3 +60,9 @@ func PayloadTime[K, V any](fn func(K, V, int64) int64) func(k, v any, ts int64) 
 		return fn(k.(K), v.(V), ts)
 	}
 }
+
+// Accepts reports whether dec decodes a record: a table source's
+// SourceAccepts, so that its store keeps only what processing would.
+func Accepts(dec func(k, v []byte) (any, any, error)) func(k, v []byte) bool {
+	return func(k, v []byte) bool { _, _, err := dec(k, v); return err == nil }
+}
