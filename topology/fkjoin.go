@@ -82,12 +82,7 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 				Key:     lm.ks, Value: lm.vs, RightKey: rm.ks, RightValue: rm.vs, FK: fk, Join: join})
 		}}, l.n)
 	pass := func(kind string, parent *exec.Node, keep func(any) bool) *exec.Node {
-		return t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-			if keep(r.Value) {
-				return c.Forward(r)
-			}
-			return nil
-		})}, parent)
+		return t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: ops.NewFn(ops.KeepIf(keep))}, parent)
 	}
 	subOut := pass(kind+"-SUBSCRIBE", left, func(v any) bool { _, ok := v.(ops.Subscription); return ok })
 	subIn := repartition(Stream[KO, ops.Subscription]{t: t, n: subOut}, j.Name+"-subscription", rm.ks, serde.Serde[ops.Subscription](ops.SubscriptionSerde{}))

@@ -112,7 +112,7 @@ func ToStream[K, V any](tb Table[K, V]) Stream[K, V] {
 
 // toStream adds ToStream's node (ops.ToStream, typed by ops.ToStreamTyped).
 func toStream[K, V any](tb Table[K, V]) *exec.Node {
-	n := tb.t.add(&exec.Node{Name: tb.t.name("", "TOSTREAM"), Kind: exec.KindProcessor, New: newFn(ops.ToStream)}, tb.n)
+	n := tb.t.add(&exec.Node{Name: tb.t.name("", "TOSTREAM"), Kind: exec.KindProcessor, New: ops.NewFn(ops.ToStream)}, tb.n)
 	n.Typed = ops.ToStreamTyped[K, V](n)
 	return n
 }

@@ -150,9 +150,7 @@ func tableTableJoin[K, VL, VR, V any](l Table[K, VL], r Table[K, VR], kind strin
 			return join(k, other, ok, own, ownOK)
 		})
 	})
-	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-		return c.Forward(r)
-	})}, left, right)
+	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, left, right)
 	// Each side reads the other's store: the stores must share the
 	// sub-topology, which the edges above guarantee.
 	return Table[K, V]{t: t, n: n, ks: l.ks}

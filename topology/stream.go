@@ -1,10 +1,9 @@
 package topology
 
 import (
-	"fmt"
-
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -104,20 +103,11 @@ func From[K, V any](t *Topology, topic string, ks serde.Serde[K], vs serde.Serde
 	if ks == nil || vs == nil {
 		t.errorf(ErrMissingSerde, "source %q needs a key and a value serde", topic)
 	}
-	n := source[K, V](t, topic, decoder(ks, vs), opts)
+	n := source[K, V](t, topic, ops.Decoder(ks, vs), opts)
 	if n.Time != exec.PayloadTime && ks != nil && vs != nil {
 		// The timestamp does not need the decoded record, so decoding
 		// can start a typed chain.
-		n.Typed = chain(func(f *exec.Frame, emit func(K, V) error) func(kb, vb []byte) error {
-			return func(kb, vb []byte) error {
-				f.At(n, exec.Deserialization)
-				k, v, err := decode(ks, vs, kb, vb)
-				if err != nil {
-					return err
-				}
-				return emit(k, v)
-			}
-		})
+		n.Typed = ops.SourceTyped(n, ks, vs)
 	}
 	return Stream[K, V]{t: t, n: n, ks: ks, vs: vs}
 }
@@ -158,165 +148,16 @@ func source[K, V any](t *Topology, topic string, decode func(k, v []byte) (any, 
 		case fn == nil:
 			t.errorf(ErrNilFunction, "source %q: TimestampFrom needs a function", topic)
 		default:
-			n.Extract = func(k, v any, ts int64) int64 {
-				if v == exec.Tombstone {
-					return ts // a table's delete has no payload: its record's time
-				}
-				return fn(k.(K), v.(V), ts)
-			}
+			n.Extract = ops.PayloadTime(fn)
 		}
 	}
 	return n
 }
 
-func decoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (any, any, error) {
-	return func(kb, vb []byte) (any, any, error) {
-		k, v, err := decode(ks, vs, kb, vb)
-		if err != nil {
-			return nil, nil, err
-		}
-		return k, v, nil
-	}
-}
-
-// decode decodes a record's key and value, naming the half that failed;
-// the erased path (decoder) and typed chains (From) share it.
-func decode[K, V any](ks serde.Serde[K], vs serde.Serde[V], kb, vb []byte) (k K, v V, err error) {
-	if k, err = ks.Decode(kb); err != nil {
-		return k, v, fmt.Errorf("key: %w", err)
-	}
-	if v, err = vs.Decode(vb); err != nil {
-		return k, v, fmt.Errorf("value: %w", err)
-	}
-	return k, v, nil
-}
-
-// tombstoneDecoder is decoder for topics where a null value is a delete:
-// repartition topics (a stream's tombstones) and table sources.
-func tombstoneDecoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(k, v []byte) (any, any, error) {
-	dec := decoder(ks, vs)
-	return func(kb, vb []byte) (any, any, error) {
-		if vb != nil {
-			return dec(kb, vb)
-		}
-		k, err := ks.Decode(kb)
-		if err != nil {
-			return nil, nil, fmt.Errorf("key: %w", err)
-		}
-		return k, exec.Tombstone, nil
-	}
-}
-
-func encoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
-	encK, encV := arenaEncoder(ks), arenaEncoder(vs)
-	return func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
-		if v == exec.Tombstone {
-			kb, err := encK(a, k.(K))
-			if err != nil {
-				return nil, nil, fmt.Errorf("key: %w", err)
-			}
-			return kb, nil, nil // Kafka null
-		}
-		return encode(encK, encV, a, k.(K), v.(V))
-	}
-}
-
-// encode encodes a key and a value, naming the half that failed; the
-// erased path (encoder) and typed chains (sinkChain) share it.
-func encode[K, V any](encK func(*exec.Arena, K) ([]byte, error), encV func(*exec.Arena, V) ([]byte, error), a *exec.Arena, k K, v V) ([]byte, []byte, error) {
-	kb, err := encK(a, k)
-	if err != nil {
-		return nil, nil, fmt.Errorf("key: %w", err)
-	}
-	vb, err := encV(a, v)
-	if err != nil {
-		return nil, nil, fmt.Errorf("value: %w", err)
-	}
-	return kb, vb, nil
-}
-
-// sinkChain is the Typed of a sink that encodes with ks and vs.
-func sinkChain[K, V any](n *exec.Node, ks serde.Serde[K], vs serde.Serde[V]) *exec.Typed {
-	encK, encV := arenaEncoder(ks), arenaEncoder(vs)
-	return &exec.Typed{Sink: func(f *exec.Frame, a *exec.Arena, send func(k, v []byte) error) any {
-		return func(k K, v V) error {
-			f.At(n, exec.Production)
-			kb, vb, err := encode(encK, encV, a, k, v)
-			if err != nil {
-				return err
-			}
-			return send(kb, vb)
-		}
-	}}
-}
-
-// arenaEncoder encodes with s into the arena when s can append (no
-// allocation of its own per value), else with its Encode.
-func arenaEncoder[T any](s serde.Serde[T]) func(a *exec.Arena, v T) ([]byte, error) {
-	ap, ok := s.(serde.Appender[T])
-	if !ok {
-		return func(_ *exec.Arena, v T) ([]byte, error) { return s.Encode(v) }
-	}
-	return func(a *exec.Arena, v T) ([]byte, error) {
-		return a.Append(func(dst []byte) ([]byte, error) { return ap.AppendEncode(dst, v) })
-	}
-}
-
-// fnProc adapts a function to exec.Processor: the shape of every stateless
-// operator.
-type fnProc struct {
-	ctx exec.Context
-	fn  func(ctx exec.Context, r exec.Record) error
-}
-
-func (p *fnProc) Init(ctx exec.Context) error { p.ctx = ctx; return nil }
-func (p *fnProc) Process(r exec.Record) error { return p.fn(p.ctx, r) }
-func (p *fnProc) Close() error                { return nil }
-func newFn(fn func(exec.Context, exec.Record) error) func() exec.Processor {
-	return func() exec.Processor { return &fnProc{fn: fn} }
-}
-
-// chain is the exec.Typed of a source or processor whose entry, given the
-// entry its output goes to, is made by entry.
-func chain[K, V, K2, V2 any](entry func(f *exec.Frame, emit func(K2, V2) error) func(K, V) error) *exec.Typed {
-	return &exec.Typed{
-		Link: func(f *exec.Frame, _ exec.Processor, next any) any {
-			emit, ok := next.(func(K2, V2) error)
-			if !ok {
-				return nil
-			}
-			return entry(f, emit)
-		},
-		Out: exec.ChainOut[K2, V2],
-		Fan: exec.ChainFan[K2, V2],
-	}
-}
-
-// chained is a stateless operator's body for typed chains (exec.Typed):
-// given its node, the task's frame and its child's entry, it returns its own
-// entry, which sets the frame's node before it calls user code.
-type chained[K, V, K2, V2 any] func(n *exec.Node, f *exec.Frame, emit func(K2, V2) error) func(K, V) error
-
-func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, ks serde.Serde[K2], vs serde.Serde[V2], fn func(exec.Context, exec.Record) error, link chained[K, V, K2, V2]) Stream[K2, V2] {
-	// A tombstone (a table's delete) has no value to give the function:
-	// operators that keep the key pass it on, those that change it drop
-	// it (a delete has no new key).
-	rekeys := kind == "MAP" || kind == "FLATMAP" || kind == "SELECTKEY"
-	guarded := func(c exec.Context, r exec.Record) error {
-		if r.Value != exec.Tombstone {
-			return fn(c, r)
-		}
-		if rekeys {
-			return nil
-		}
-		return c.Forward(r)
-	}
-	n := s.t.add(&exec.Node{Name: s.t.name("", kind), Kind: exec.KindProcessor, New: newFn(guarded)}, s.n)
-	if link != nil {
-		// No tombstone guard: a typed chain starts at a source whose
-		// records have values (From).
-		n.Typed = chain(func(f *exec.Frame, emit func(K2, V2) error) func(K, V) error { return link(n, f, emit) })
-	}
+// stateless adds the node of the stateless operator op after s.
+func stateless[K, V, K2, V2 any](s Stream[K, V], kind string, keyChanged bool, ks serde.Serde[K2], vs serde.Serde[V2], op ops.Stateless[K, V, K2, V2]) Stream[K2, V2] {
+	n := s.t.add(&exec.Node{Name: s.t.name("", kind), Kind: exec.KindProcessor, New: op.New()}, s.n)
+	n.Typed = op.Typed(n)
 	return Stream[K2, V2]{t: s.t, n: n, keyChanged: keyChanged, ks: ks, vs: vs}
 }
 
@@ -325,15 +166,7 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 	if fn == nil {
 		s.t.errorf(ErrNilFunction, "Map needs a function")
 	}
-	return stateless[K, V, K2, V2](s, "MAP", true, nil, nil, func(c exec.Context, r exec.Record) error {
-		r.Key, r.Value = fn(r.Key.(K), r.Value.(V))
-		return c.Forward(r)
-	}, func(n *exec.Node, f *exec.Frame, emit func(K2, V2) error) func(K, V) error {
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			return emit(fn(k, v))
-		}
-	})
+	return stateless(s, "MAP", true, nil, nil, ops.Map(fn))
 }
 
 // MapValues changes the value only: no repartition is needed downstream.
@@ -341,15 +174,7 @@ func MapValues[K, V, V2 any](s Stream[K, V], fn func(V) V2) Stream[K, V2] {
 	if fn == nil {
 		s.t.errorf(ErrNilFunction, "MapValues needs a function")
 	}
-	return stateless[K, V, K, V2](s, "MAPVALUES", s.keyChanged, s.ks, nil, func(c exec.Context, r exec.Record) error {
-		r.Value = fn(r.Value.(V))
-		return c.Forward(r)
-	}, func(n *exec.Node, f *exec.Frame, emit func(K, V2) error) func(K, V) error {
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			return emit(k, fn(v))
-		}
-	})
+	return stateless(s, "MAPVALUES", s.keyChanged, s.ks, nil, ops.MapValues[K](fn))
 }
 
 // FlatMap turns each record into zero or more records with new keys.
@@ -357,25 +182,7 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) []KeyValue[K2, V2])
 	if fn == nil {
 		s.t.errorf(ErrNilFunction, "FlatMap needs a function")
 	}
-	return stateless[K, V, K2, V2](s, "FLATMAP", true, nil, nil, func(c exec.Context, r exec.Record) error {
-		for _, kv := range fn(r.Key.(K), r.Value.(V)) {
-			r.Key, r.Value = kv.Key, kv.Value
-			if err := c.Forward(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, func(n *exec.Node, f *exec.Frame, emit func(K2, V2) error) func(K, V) error {
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			for _, kv := range fn(k, v) {
-				if err := emit(kv.Key, kv.Value); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	})
+	return stateless(s, "FLATMAP", true, nil, nil, ops.FlatMap(fn))
 }
 
 // FlatMapValues turns each value into zero or more values with the same key.
@@ -383,25 +190,7 @@ func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(V) []V2) Stream[K, V2] 
 	if fn == nil {
 		s.t.errorf(ErrNilFunction, "FlatMapValues needs a function")
 	}
-	return stateless[K, V, K, V2](s, "FLATMAPVALUES", s.keyChanged, s.ks, nil, func(c exec.Context, r exec.Record) error {
-		for _, v := range fn(r.Value.(V)) {
-			r.Value = v
-			if err := c.Forward(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, func(n *exec.Node, f *exec.Frame, emit func(K, V2) error) func(K, V) error {
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			for _, v2 := range fn(v) {
-				if err := emit(k, v2); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	})
+	return stateless(s, "FLATMAPVALUES", s.keyChanged, s.ks, nil, ops.FlatMapValues[K](fn))
 }
 
 // Filter keeps the records for which pred is true.
@@ -409,19 +198,7 @@ func Filter[K, V any](s Stream[K, V], pred func(K, V) bool) Stream[K, V] {
 	if pred == nil {
 		s.t.errorf(ErrNilFunction, "Filter needs a predicate")
 	}
-	return stateless[K, V, K, V](s, "FILTER", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
-		if pred(r.Key.(K), r.Value.(V)) {
-			return c.Forward(r)
-		}
-		return nil
-	}, func(n *exec.Node, f *exec.Frame, emit func(K, V) error) func(K, V) error {
-		return func(k K, v V) error {
-			if f.At(n, exec.Processing); pred(k, v) {
-				return emit(k, v)
-			}
-			return nil
-		}
-	})
+	return stateless(s, "FILTER", s.keyChanged, s.ks, s.vs, ops.Filter(pred))
 }
 
 // FilterNot drops the records for which pred is true.
@@ -439,15 +216,7 @@ func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
 	if fn == nil {
 		s.t.errorf(ErrNilFunction, "SelectKey needs a function")
 	}
-	return stateless[K, V, K2, V](s, "SELECTKEY", true, nil, s.vs, func(c exec.Context, r exec.Record) error {
-		r.Key = fn(r.Key.(K), r.Value.(V))
-		return c.Forward(r)
-	}, func(n *exec.Node, f *exec.Frame, emit func(K2, V) error) func(K, V) error {
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			return emit(fn(k, v), v)
-		}
-	})
+	return stateless(s, "SELECTKEY", true, nil, s.vs, ops.SelectKey(fn))
 }
 
 // Peek calls fn for each record and passes it on unchanged.
@@ -455,16 +224,7 @@ func Peek[K, V any](s Stream[K, V], fn func(K, V)) Stream[K, V] {
 	if fn == nil {
 		s.t.errorf(ErrNilFunction, "Peek needs a function")
 	}
-	return stateless[K, V, K, V](s, "PEEK", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
-		fn(r.Key.(K), r.Value.(V))
-		return c.Forward(r)
-	}, func(n *exec.Node, f *exec.Frame, emit func(K, V) error) func(K, V) error {
-		return func(k K, v V) error {
-			f.At(n, exec.Processing)
-			fn(k, v)
-			return emit(k, v)
-		}
-	})
+	return stateless(s, "PEEK", s.keyChanged, s.ks, s.vs, ops.Peek(fn))
 }
 
 // Merge interleaves two streams of the same types into one.
@@ -472,9 +232,7 @@ func Merge[K, V any](a, b Stream[K, V]) Stream[K, V] {
 	if a.t != b.t {
 		a.t.errorf(ErrForeignHandle, "Merge of streams from two topologies")
 	}
-	n := a.t.add(&exec.Node{Name: a.t.name("", "MERGE"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-		return c.Forward(r)
-	})}, a.n, b.n)
+	n := a.t.add(&exec.Node{Name: a.t.name("", "MERGE"), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, a.n, b.n)
 	ks, vs := a.ks, a.vs
 	if ks == nil {
 		ks = b.ks
@@ -503,23 +261,10 @@ func branch[K, V any](s Stream[K, V], preds ...func(K, V) bool) []Stream[K, V] {
 		}
 	}
 	names := make([]string, len(preds))
-	split := s.t.add(&exec.Node{Name: s.t.name("", "BRANCH"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-		if r.Value == exec.Tombstone {
-			return c.ForwardTo(names[0], r) // no value to test: the first branch
-		}
-		k, v := r.Key.(K), r.Value.(V)
-		for i, p := range preds {
-			if p(k, v) {
-				return c.ForwardTo(names[i], r)
-			}
-		}
-		return nil
-	})}, s.n)
+	split := s.t.add(&exec.Node{Name: s.t.name("", "BRANCH"), Kind: exec.KindProcessor, New: ops.NewFn(ops.Branch(preds, names))}, s.n)
 	out := make([]Stream[K, V], len(preds))
 	for i := range preds {
-		out[i] = stateless[K, V, K, V](Stream[K, V]{t: s.t, n: split}, "BRANCH-CHILD", s.keyChanged, s.ks, s.vs, func(c exec.Context, r exec.Record) error {
-			return c.Forward(r)
-		}, nil)
+		out[i] = stateless(Stream[K, V]{t: s.t, n: split}, "BRANCH-CHILD", s.keyChanged, s.ks, s.vs, ops.BranchChild[K, V]())
 		names[i] = out[i].n.Name
 		out[i].keyChanged = s.keyChanged
 	}
@@ -546,8 +291,8 @@ func To[K, V any](s Stream[K, V], topic string, ks serde.Serde[K], vs serde.Serd
 		s.t.errorf(ErrMissingSerde, "To(%q) needs a key and a value serde", topic)
 		return
 	}
-	n := s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: encoder(ks, vs)}, s.n)
-	n.Typed = sinkChain(n, ks, vs)
+	n := s.t.add(&exec.Node{Name: s.t.name("", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Encode: ops.Encoder(ks, vs)}, s.n)
+	n.Typed = ops.SinkTyped(n, ks, vs)
 	for _, o := range opts {
 		o.applySink(n)
 	}
@@ -572,8 +317,8 @@ func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs se
 		return s
 	}
 	topic := names.Repartition(name)
-	sink := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: encoder(ks, vs)}, s.n)
-	sink.Typed = sinkChain(sink, ks, vs)
-	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: tombstoneDecoder(ks, vs)})
+	sink := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: ops.Encoder(ks, vs)}, s.n)
+	sink.Typed = ops.SinkTyped(sink, ks, vs)
+	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: ops.TombstoneDecoder(ks, vs)})
 	return Stream[K, V]{t: s.t, n: src, ks: ks, vs: vs}
 }

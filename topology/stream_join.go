@@ -120,8 +120,6 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 			Lo: -w.before, Hi: w.after, Outer: rightOuter,
 			Join: func(k K, own VR, other VL, ok bool) V { return joiner(k, other, ok, own, true) }})
 	}}, r.n)
-	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-		return c.Forward(r)
-	})}, left, right)
+	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, left, right)
 	return Stream[K, V]{t: t, n: n, ks: j.Key, keyChanged: false}
 }

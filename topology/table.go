@@ -17,13 +17,13 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 	if !m.register(t) {
 		return Table[K, V]{t: t}
 	}
-	dec := tombstoneDecoder(m.ks, m.vs)
+	dec := ops.TombstoneDecoder(m.ks, m.vs)
 	src := source[K, V](t, topic, dec, opts)
 	src.Table = true
 	// The topic is the table's changelog: no second copy. The store keeps
 	// only what decodes, as processing does.
 	m.spec.Source = topic
-	m.spec.SourceAccepts = func(k, v []byte) bool { _, _, err := dec(k, v); return err == nil }
+	m.spec.SourceAccepts = ops.Accepts(dec)
 	st := m.kvStore()
 	n := t.add(m.folding(&exec.Node{
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),
@@ -41,7 +41,7 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 // fn maps one side (old or new) of a change, returning ok=false for
 // "absent".
 func tableNode[K, V, V2 any](tb Table[K, V], kind string, fn func(K, V) (V2, bool)) *exec.Node {
-	return tb.t.add(&exec.Node{Name: tb.t.name("", kind), Kind: exec.KindProcessor, New: newFn(ops.TableMap(fn))}, tb.n)
+	return tb.t.add(&exec.Node{Name: tb.t.name("", kind), Kind: exec.KindProcessor, New: ops.NewFn(ops.TableMap(fn))}, tb.n)
 }
 
 // MapTableValues maps each value of the table (Kafka Streams'
@@ -87,7 +87,7 @@ func GroupTableBy[K, V, K2, V2 any](tb Table[K, V], fn func(K, V) (K2, V2), g Gr
 		t.errorf(ErrMissingSerde, "GroupTableBy always repartitions: give Grouped a name and serdes")
 		return GroupedTable[K2, V2]{t: t, s: Stream[K2, ops.TableOp[V2]]{t: t, n: tb.n}}
 	}
-	n := t.add(&exec.Node{Name: t.name("", "TABLE-GROUPBY"), Kind: exec.KindProcessor, New: newFn(ops.TableGroupBy(g.Name, g.Key, fn))}, tb.n)
+	n := t.add(&exec.Node{Name: t.name("", "TABLE-GROUPBY"), Kind: exec.KindProcessor, New: ops.NewFn(ops.TableGroupBy(g.Name, g.Key, fn))}, tb.n)
 	s := repartition(Stream[K2, ops.TableOp[V2]]{t: t, n: n}, g.Name, g.Key, serde.Serde[ops.TableOp[V2]](ops.TableOpSerde[V2]{Values: g.Val}))
 	return GroupedTable[K2, V2]{t: t, s: s}
 }

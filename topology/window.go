@@ -1,8 +1,6 @@
 package topology
 
 import (
-	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -166,9 +164,7 @@ func LateRecords[K, V any](ws WindowedStream[K, V]) Stream[K, V] {
 		return ws.g.s
 	}
 	if ws.late.node == nil {
-		ws.late.node = t.add(&exec.Node{Name: t.name(ws.late.agg.Stores[0]+"-late", "LATE"), Kind: exec.KindProcessor, New: newFn(func(c exec.Context, r exec.Record) error {
-			return c.Forward(r)
-		})}, ws.late.agg)
+		ws.late.node = t.add(&exec.Node{Name: t.name(ws.late.agg.Stores[0]+"-late", "LATE"), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, ws.late.agg)
 	}
 	return Stream[K, V]{t: t, n: ws.late.node, ks: ws.g.s.ks, vs: ws.g.s.vs}
 }
@@ -328,22 +324,20 @@ func (s windowedSerde[K]) Encode(w Windowed[K]) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = binary.BigEndian.AppendUint64(b, uint64(w.Window.Start))
-	return binary.BigEndian.AppendUint64(b, uint64(w.Window.End)), nil
+	return layout.AppendWindow(b, w.Window), nil
 }
 
 func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
 	var w Windowed[K]
-	if len(b) < 16 {
-		return w, fmt.Errorf("%w: windowed key of %d bytes", serde.ErrDecode, len(b))
-	}
-	k, err := s.ks.Decode(b[:len(b)-16])
+	kb, bounds, err := layout.SplitWindowed(b)
 	if err != nil {
 		return w, err
 	}
-	w.Key = k
-	w.Window.Start = int64(binary.BigEndian.Uint64(b[len(b)-16:]))
-	w.Window.End = int64(binary.BigEndian.Uint64(b[len(b)-8:]))
+	k, err := s.ks.Decode(kb)
+	if err != nil {
+		return w, err
+	}
+	w.Key, w.Window = k, bounds
 	return w, nil
 }
 

@@ -147,7 +147,10 @@ func TestTableMapAndToStream(t *testing.T) {
 	typed := ToStreamTyped[string, string](n)
 	var f exec.Frame
 	var emitted []string
-	p := &funcProc{c: c, fn: ToStream}
+	p := NewFn(ToStream)()
+	if err := p.Init(c); err != nil {
+		t.Fatal(err)
+	}
 	entry := typed.Link(&f, p, func(k, v string) error { emitted = append(emitted, k+"="+v); return nil }).(func(string, exec.ChangeOf[string]) error)
 	for _, ch := range []exec.ChangeOf[string]{{New: "x", HasNew: true}, {Old: "x", HasOld: true}, {}} {
 		if err := entry(long, ch); err != nil {
@@ -158,17 +161,6 @@ func TestTableMapAndToStream(t *testing.T) {
 		t.Fatalf("typed ToStream emitted %q", emitted)
 	}
 }
-
-// funcProc is a Processor made of a record function, as topology's newFn
-// makes one.
-type funcProc struct {
-	c  exec.Context
-	fn func(exec.Context, exec.Record) error
-}
-
-func (p *funcProc) Init(exec.Context) error     { return nil }
-func (p *funcProc) Process(r exec.Record) error { return p.fn(p.c, r) }
-func (p *funcProc) Close() error                { return nil }
 
 // TestTableGroupByAndAggregate re-groups rows keyed by every length into
 // groups keyed by every length: a row that stays in its group (the keys
