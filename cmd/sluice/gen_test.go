@@ -17,23 +17,29 @@ import (
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 )
 
-// genBroker starts an in-process broker with the given topics, 3 partitions
-// each.
-func genBroker(t *testing.T, topics ...string) string {
+// genCluster gives a gen test its cluster (testbroker: the in-process broker,
+// or SLUICE_TEST_BROKERS) and its topic, created with 3 partitions. On the
+// in-process broker the topic is name, and topicArgs is empty when name is
+// gen's default, so that the default is what the test exercises; on a shared
+// cluster, where a fixed name would meet an earlier run's records, the topic
+// is a fresh one named after name, and topicArgs passes it with --topic.
+func genCluster(t *testing.T, name string) (addr, topic string, topicArgs []string) {
 	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0"})
-	if err != nil {
+	addrs := testbroker.Addrs(t)
+	topic = name
+	if len(testbroker.External()) > 0 {
+		topic = testbroker.Unique(t, name+"-")
+	}
+	if err := broker.CreateTopic(testCtx(t), addrs, topic, 3, nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
-	for _, tp := range topics {
-		if err := broker.CreateTopic(testCtx(t), b.Addrs(), tp, 3, nil); err != nil {
-			t.Fatal(err)
-		}
+	if topic != "bills" {
+		topicArgs = []string{"--topic", topic}
 	}
-	return b.Addrs()[0]
+	return strings.Join(addrs, ","), topic, topicArgs
 }
 
 // runSluice runs the sluice command with args under ctx.
@@ -112,18 +118,18 @@ func checkGenRecords(recs []*kgo.Record, accounts int, seed uint64, allowBad, al
 }
 
 func TestGenBillingValid(t *testing.T) {
-	addr := genBroker(t, "bills")
+	addr, topic, topicArgs := genCluster(t, "bills")
 	const count, accounts, seed = 400, 7, 42
-	out, err := runSluice(testCtx(t), "gen", "billing", "--brokers", addr,
-		"--count", strconv.Itoa(count), "--rate", "0", "--accounts", strconv.Itoa(accounts), "--seed", strconv.Itoa(seed), "--report", "0")
+	out, err := runSluice(testCtx(t), append([]string{"gen", "billing", "--brokers", addr,
+		"--count", strconv.Itoa(count), "--rate", "0", "--accounts", strconv.Itoa(accounts), "--seed", strconv.Itoa(seed), "--report", "0"}, topicArgs...)...)
 	t.Log(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, fmt.Sprintf("gen: done: %d records to bills", count)) {
+	if !strings.Contains(out, fmt.Sprintf("gen: done: %d records to %s", count, topic)) {
 		t.Errorf("output lacks the summary line")
 	}
-	recs, err := readback.ReadCommitted(testCtx(t), []string{addr}, "bills")
+	recs, err := readback.ReadCommitted(testCtx(t), strings.Split(addr, ","), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,18 +188,18 @@ func TestGenBillingValid(t *testing.T) {
 }
 
 func TestGenBillingBadAndDuplicates(t *testing.T) {
-	addr := genBroker(t, "in")
+	addr, topic, _ := genCluster(t, "in")
 	// The compose file's way: brokers from the environment.
 	t.Setenv(envName(keyBrokers), addr)
 	const count, accounts, seed = 600, 50, 7
-	out, err := runSluice(testCtx(t), "gen", "billing", "--topic", "in", "--count", strconv.Itoa(count),
+	out, err := runSluice(testCtx(t), "gen", "billing", "--topic", topic, "--count", strconv.Itoa(count),
 		"--rate", "0", "--accounts", strconv.Itoa(accounts), "--seed", strconv.Itoa(seed),
 		"--bad-ratio", "0.2", "--dup-ratio", "0.1", "--report", "0")
 	t.Log(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readback.ReadCommitted(testCtx(t), []string{addr}, "in")
+	recs, err := readback.ReadCommitted(testCtx(t), strings.Split(addr, ","), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +234,7 @@ func TestGenBillingBadAndDuplicates(t *testing.T) {
 // compose file does, and stops it the way SIGTERM does: by ending its
 // context. Every record it reports must be in the topic.
 func TestGenBillingStopsOnCancel(t *testing.T) {
-	addr := genBroker(t, "bills")
+	addr, topic, topicArgs := genCluster(t, "bills")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	defer cancel()
 	var (
@@ -237,10 +243,10 @@ func TestGenBillingStopsOnCancel(t *testing.T) {
 		err error
 	)
 	wg.Go(func() {
-		out, err = runSluice(ctx, "gen", "billing", "--brokers", addr, "--rate", "2000", "--report", "0")
+		out, err = runSluice(ctx, append([]string{"gen", "billing", "--brokers", addr, "--rate", "2000", "--report", "0"}, topicArgs...)...)
 	})
 
-	cl, cerr := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, cerr := kgo.NewClient(kgo.SeedBrokers(strings.Split(addr, ",")...))
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
@@ -248,7 +254,7 @@ func TestGenBillingStopsOnCancel(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	actx := testCtx(t)
 	total := func() int64 {
-		ends, err := adm.ListEndOffsets(actx, "bills")
+		ends, err := adm.ListEndOffsets(actx, topic)
 		if err != nil {
 			return 0
 		}
@@ -270,7 +276,7 @@ func TestGenBillingStopsOnCancel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("gen stopped with %v, want a clean stop", err)
 	}
-	m := regexp.MustCompile(`gen: done: (\d+) records to bills`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`gen: done: (\d+) records to ` + regexp.QuoteMeta(topic)).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatal("no summary line")
 	}

@@ -19,26 +19,29 @@ import (
 
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/plugin/sluiceprom"
 	"github.com/sluice-streams/sluice/processor"
 )
 
 func TestHTTPEndpoints(t *testing.T) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
+	addrs := testbroker.Addrs(t)
+	// On a shared cluster (SLUICE_TEST_BROKERS), topics and the group of
+	// their own; on the in-process broker, the names as they always were.
+	lines, appID := "lines", "http-test"
+	if len(testbroker.External()) > 0 {
+		lines, appID = testbroker.Unique(t, "lines-"), testbroker.Unique(t, "http-test-")
 	}
-	defer b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, tp := range []string{"lines", "counts"} {
-		if err := broker.CreateTopic(ctx, b.Addrs(), tp, 2, nil); err != nil {
+	for _, tp := range []string{lines, lines + "-counts"} {
+		if err := broker.CreateTopic(ctx, addrs, tp, 2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	reg := prometheus.NewRegistry()
-	app, err := processor.New(examples.WordCount("lines", "counts", "lines-dlq"),
-		processor.ApplicationID("http-test"), processor.Brokers(b.Addrs()...), processor.StateDir(t.TempDir()),
+	app, err := processor.New(examples.WordCount(lines, lines+"-counts", lines+"-dlq"),
+		processor.ApplicationID(appID), processor.Brokers(addrs...), processor.StateDir(t.TempDir()),
 		sluiceprom.ClientMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +98,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	// Words through both sub-topologies, then the metrics they move.
 	// Half the lines to each partition, so that every task of the first
 	// sub-topology has input.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.DefaultProduceTopic("lines"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(lines), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func TestHTTPEndpoints(t *testing.T) {
 			t.Errorf("%s%v = %v, %v; want a positive value", c.name, c.labels, v, ok)
 		}
 	}
-	if _, ok := value(fams, "sluice_consumer_lag_records", map[string]string{"task": "0_0", "topic": "lines"}); !ok {
+	if _, ok := value(fams, "sluice_consumer_lag_records", map[string]string{"task": "0_0", "topic": lines}); !ok {
 		t.Errorf("no consumer lag for task 0_0")
 	}
 	if _, ok := value(fams, "sluice_task_state", map[string]string{"task": "9_9"}); ok {
