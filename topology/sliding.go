@@ -45,11 +45,12 @@ func slidingNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materializ
 		t.errorf(ErrDuplicateName, "windowed stream aggregated twice (stores %q and %q); window it again for a second aggregation", ws.late.agg.Stores[0], m.Name())
 	}
 	d, lateness := sw.TimeDifference(), ws.cfg.lateness
-	m.spec.Windowed = true
-	m.spec.Query = windowQuery(m) // its windows are laid out as window.go's
+	spec := t.stores[m.Name()] // this topology's, not the shared m.spec
+	spec.Windowed = true
+	spec.Query = windowQuery(m) // its windows are laid out as window.go's
 	// As window.go's retention: the longest a record or window is kept,
 	// plus a day.
-	m.spec.Retention = time.Duration(d+lateness)*time.Millisecond + 24*time.Hour
+	spec.Retention = time.Duration(d+lateness)*time.Millisecond + 24*time.Hour
 	s := ws.g.prepare(m.Name(), m.ks)
 	late := ws.late
 	n := t.add(&exec.Node{

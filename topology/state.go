@@ -129,7 +129,7 @@ func (s *stateSpec) register(t *Topology, kind string, serdes, functions bool) b
 	if !ok {
 		return false
 	}
-	if existing, dup := t.stores[s.store.Name]; dup && existing == s.store {
+	if t.registered(s.store) {
 		return true // the same state handed to two processors of one sub-topology
 	}
 	t.addStore(s.store)

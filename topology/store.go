@@ -73,7 +73,7 @@ func (m Materialization[K, V]) register(t *Topology) bool {
 		t.errorf(ErrMissingSerde, "store %q needs a key and a value serde", m.spec.Name)
 		return false
 	}
-	if existing, ok := t.stores[m.spec.Name]; ok && existing == m.spec {
+	if t.registered(m.spec) {
 		return true // the same store handed to two processors of one sub-topology
 	}
 	t.addStore(m.spec)

@@ -22,8 +22,9 @@ func TableFrom[K, V any](t *Topology, topic string, m Materialization[K, V], opt
 	src.Table = true
 	// The topic is the table's changelog: no second copy. The store keeps
 	// only what decodes, as processing does.
-	m.spec.Source = topic
-	m.spec.SourceAccepts = ops.Accepts(dec)
+	spec := t.stores[m.Name()] // this topology's, not the shared m.spec
+	spec.Source = topic
+	spec.SourceAccepts = ops.Accepts(dec)
 	st := m.kvStore()
 	n := t.add(m.folding(&exec.Node{
 		Name:   t.name(m.Name()+"-table-source", "TABLE-SOURCE"),

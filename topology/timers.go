@@ -64,7 +64,7 @@ func (ts TimerSpec[K]) register(t *Topology) bool {
 		t.errorf(ErrMissingSerde, "timers %q need a key serde", ts.spec.Name)
 		return false
 	}
-	if existing, ok := t.stores[ts.spec.Name]; ok && existing == ts.spec {
+	if t.registered(ts.spec) {
 		return true
 	}
 	t.addStore(ts.spec)

@@ -34,7 +34,12 @@ var (
 type Topology struct {
 	nodes  []*exec.Node
 	names  map[string]bool
-	stores map[string]*exec.Store
+	// stores are the topology's own copies of the stores it was given
+	// (addStore), and origins the specs they were copied from: a
+	// Materialization or state kept in a variable and handed to several
+	// topologies is a store of each, which each completes on its own.
+	stores  map[string]*exec.Store
+	origins map[string]*exec.Store
 	topics map[string]bool // source topics
 	// globals are the global tables, in definition order.
 	globals []*exec.Global
@@ -45,7 +50,7 @@ type Topology struct {
 
 // New returns an empty topology.
 func New() *Topology {
-	return &Topology{names: map[string]bool{}, stores: map[string]*exec.Store{}, topics: map[string]bool{}}
+	return &Topology{names: map[string]bool{}, stores: map[string]*exec.Store{}, origins: map[string]*exec.Store{}, topics: map[string]bool{}}
 }
 
 func (t *Topology) errorf(sentinel error, format string, args ...any) {
@@ -87,8 +92,13 @@ func (t *Topology) addStore(s *exec.Store) {
 		t.errorf(ErrDuplicateName, "store %q is defined twice", s.Name)
 		return
 	}
-	t.stores[s.Name] = s
+	own := *s
+	t.stores[s.Name], t.origins[s.Name] = &own, s
 }
+
+// registered reports whether s, as given, is already a store of t: the same
+// store handed to two processors of one sub-topology.
+func (t *Topology) registered(s *exec.Store) bool { return t.origins[s.Name] == s }
 
 func validTopicPart(s string) error {
 	for _, r := range s {

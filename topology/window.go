@@ -266,9 +266,10 @@ func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materiali
 	if ws.late.agg != nil {
 		t.errorf(ErrDuplicateName, "windowed stream aggregated twice (stores %q and %q); window it again for a second aggregation", ws.late.agg.Stores[0], m.Name())
 	}
-	m.spec.Windowed = true
-	m.spec.Retention = retention(ws.w, ws.cfg)
-	m.spec.Query = windowQuery(m)
+	spec := t.stores[m.Name()] // this topology's, not the shared m.spec
+	spec.Windowed = true
+	spec.Retention = retention(ws.w, ws.cfg)
+	spec.Query = windowQuery(m)
 	s := ws.g.prepare(m.Name(), m.ks)
 	late := ws.late
 	n := t.add(&exec.Node{
