@@ -32,15 +32,15 @@ var (
 // Topology collects the operators of one job. The zero value is not usable;
 // call New. A Topology is not safe for concurrent use while it is built.
 type Topology struct {
-	nodes  []*exec.Node
-	names  map[string]bool
+	nodes []*exec.Node
+	names map[string]bool
 	// stores are the topology's own copies of the stores it was given
 	// (addStore), and origins the specs they were copied from: a
 	// Materialization or state kept in a variable and handed to several
 	// topologies is a store of each, which each completes on its own.
 	stores  map[string]*exec.Store
 	origins map[string]*exec.Store
-	topics map[string]bool // source topics
+	topics  map[string]bool // source topics
 	// globals are the global tables, in definition order.
 	globals []*exec.Global
 	errs    []error
