@@ -156,8 +156,10 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	// from one command (or test) into the next.
 	v := viper.New()
 
+	// The root's flag itself: topic create has a --config of its own (a
+	// topic config, as kafka-topics has), which shadows it there.
 	var file string
-	if f := cmd.Flag(configFlag); f != nil {
+	if f := cmd.Root().PersistentFlags().Lookup(configFlag); f != nil {
 		file = f.Value.String()
 	}
 	if file != "" {
