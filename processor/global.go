@@ -107,7 +107,7 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 	})
 	for _, t := range topics {
 		if offsets[t] == nil {
-			lerr = errors.Join(lerr, fatalError{fmt.Errorf("processor: global table topic %q does not exist; create it first", t)})
+			lerr = errors.Join(lerr, fatalError{fmt.Errorf("processor: global table topic %q does not exist; create it first (sluice topic create %s --compact)", t, t)})
 		}
 	}
 	if lerr != nil {

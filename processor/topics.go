@@ -66,7 +66,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	for _, t := range user {
 		d, ok := details[t]
 		if !ok || d.Err != nil {
-			return fatalError{fmt.Errorf("processor: source topic %q does not exist; create it first", t)}
+			return fatalError{fmt.Errorf("processor: source topic %q does not exist; create it first (sluice topic create %s --partitions N)", t, t)}
 		}
 		counts[t] = int32(len(d.Partitions))
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -27,6 +28,7 @@ func newBrokerCmd() *cobra.Command {
 		users      []string
 		tlsDir     string
 		clientAuth bool
+		topics     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -34,8 +36,12 @@ func newBrokerCmd() *cobra.Command {
 		Long: `Run franz-go's kfake, an in-process Kafka-protocol broker, until interrupted.
 
 It prints one "sluice broker listening on HOST:PORT" line per address on
-stdout, auto-creates topics, and keeps everything in memory unless --data-dir
-is given. It has no authentication unless --sasl-user or --tls-dir asks for
+stdout and keeps everything in memory unless --data-dir is given. It creates
+the topics --topics names at its first start; later, create topics with
+"sluice topic create". It creates a missing topic on its own only for a
+client that asks for it (Kafka's auto.create.topics.enable): sluice's
+instances and tools never ask, so that a mistyped name is an error, not a
+new topic. It has no authentication unless --sasl-user or --tls-dir asks for
 it, and listens on loopback unless --listen names another host.
 
 --sasl-user and --tls-dir are for trying sluice's security.protocol, sasl.*
@@ -53,18 +59,46 @@ the certificate authority is a throwaway one written to the directory.`,
 			if err := secureBroker(&cfg, users, tlsDir, clientAuth, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
+			var err error
+			if cfg.Topics, err = parseTopicSpecs(topics); err != nil {
+				return err
+			}
 			return runBroker(ctx, cfg, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:9092", "`host:port` to listen on (port 0: random)")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "persist to and reload from this `directory` (default: memory only)")
-	f.IntVar(&cfg.Partitions, "partitions", 1, "partition count of auto-created topics")
+	f.IntVar(&cfg.Partitions, "partitions", 1, "partition count of topics created without one")
+	f.StringSliceVar(&topics, "topics", nil, "create these topics at the first start: `name[:partitions],...` (default partitions: --partitions)")
 	f.TextVar(&logLevel, "log-level", slog.LevelWarn, "broker log `level` on stderr: debug, info, warn or error")
 	f.StringArrayVar(&users, "sasl-user", nil, "require SASL and accept this `MECHANISM:USER:PASSWORD` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; repeatable)")
 	f.StringVar(&tlsDir, "tls-dir", "", "serve TLS only, with a throwaway CA and certificates written to this `directory` (ca.pem, client.pem, client-key.pem for clients)")
 	f.BoolVar(&clientAuth, "tls-client-auth", false, "with --tls-dir: require client certificates signed by its CA (mutual TLS)")
 	return cmd
+}
+
+// parseTopicSpecs reads --topics: name[:partitions], each name once.
+func parseTopicSpecs(specs []string) (map[string]int32, error) {
+	topics := map[string]int32{}
+	for _, spec := range specs {
+		name, n, hasN := strings.Cut(strings.TrimSpace(spec), ":")
+		if name == "" {
+			return nil, fmt.Errorf("broker: --topics %q: want name[:partitions]", spec)
+		}
+		if _, dup := topics[name]; dup {
+			return nil, fmt.Errorf("broker: --topics names %q twice", name)
+		}
+		topics[name] = 0
+		if hasN {
+			p, err := strconv.ParseInt(n, 10, 32)
+			if err != nil || p < 1 {
+				return nil, fmt.Errorf("broker: --topics %q: partitions must be a positive integer", spec)
+			}
+			topics[name] = int32(p)
+		}
+	}
+	return topics, nil
 }
 
 // secureBroker adds the SASL users and the TLS config of the flags to cfg,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -19,7 +20,7 @@ func TestBrokerCommand(t *testing.T) {
 
 	out, w := io.Pipe()
 	root := newRootCmd()
-	root.SetArgs([]string{"broker", "--listen", "127.0.0.1:0", "--partitions", "2"})
+	root.SetArgs([]string{"broker", "--listen", "127.0.0.1:0", "--partitions", "2", "--topics", "in.put_A-1:3,out"})
 	root.SetOut(w)
 	root.SetErr(io.Discard)
 	done := make(chan error, 1)
@@ -47,6 +48,16 @@ func TestBrokerCommand(t *testing.T) {
 	defer cl.Close()
 	if err := cl.Ping(ctx); err != nil {
 		t.Fatalf("ping %s: %v", addr, err)
+	}
+	// --topics: created at start, with their partitions or --partitions.
+	td, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"in.put_A-1": 3, "out": 2} {
+		if got := len(td[name].Partitions); !td.Has(name) || got != want {
+			t.Errorf("topic %s: exists %v, %d partitions; want %d", name, td.Has(name), got, want)
+		}
 	}
 
 	stop()
@@ -82,5 +93,17 @@ func TestSubcommandsRegistered(t *testing.T) {
 	fb, _, _ := b.Find([]string{"broker"})
 	if fa.Flags().Lookup("listen") == fb.Flags().Lookup("listen") {
 		t.Fatal("two root commands share the broker's flags")
+	}
+}
+
+func TestParseTopicSpecs(t *testing.T) {
+	got, err := parseTopicSpecs([]string{"a:4", " b ", "c.d_E-1:1"})
+	if err != nil || len(got) != 3 || got["a"] != 4 || got["b"] != 0 || got["c.d_E-1"] != 1 {
+		t.Errorf("parseTopicSpecs: %v, %v", got, err)
+	}
+	for _, bad := range [][]string{{":3"}, {"a:0"}, {"a:-1"}, {"a:x"}, {"a:"}, {"a", "a:2"}, {"a:99999999999"}} {
+		if _, err := parseTopicSpecs(bad); err == nil {
+			t.Errorf("parseTopicSpecs(%q): no error", bad)
+		}
 	}
 }

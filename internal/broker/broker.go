@@ -32,9 +32,13 @@ type Config struct {
 	// and transactions to this directory, and reload them on start.
 	// Default: memory only.
 	DataDir string
-	// Partitions is the partition count of auto-created topics and of
-	// topics created with -1 partitions. Default 1.
+	// Partitions is the partition count of auto-created topics, of Topics
+	// given 0 and of topics created with -1 partitions. Default 1.
 	Partitions int
+	// Topics are created at the first start, name → partitions (0:
+	// Partitions). A broker that reloads its DataDir keeps the topics it
+	// had and creates none. Default: none.
+	Topics map[string]int32
 	// Logger receives kfake's log lines, at the matching slog level.
 	// Default: discard.
 	Logger *slog.Logger
@@ -112,6 +116,12 @@ func Start(cfg Config) (*Broker, error) {
 		}),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(parts),
+	}
+	for name, n := range cfg.Topics {
+		if n < 0 {
+			return nil, fmt.Errorf("broker: topic %q: partitions must be positive, got %d", name, n)
+		}
+		opts = append(opts, kfake.SeedTopics(n, name))
 	}
 	if cfg.DataDir != "" {
 		opts = append(opts, kfake.DataDir(cfg.DataDir))
