@@ -4,20 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/sluice-streams/sluice/examples"
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/groupview"
+	"github.com/sluice-streams/sluice/internal/testapp"
 	"github.com/sluice-streams/sluice/internal/testbroker"
-	"github.com/sluice-streams/sluice/processor"
 )
 
 // TestGroupDescribe runs wordcount in-process and describes it with
@@ -33,40 +28,18 @@ func TestGroupDescribe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	p := testbroker.Unique(t, "grp-")
-	in, out := p+"-lines", p+"-counts"
-	for _, topic := range []string{in, out, in + "-dlq"} {
-		if err := broker.CreateTopic(ctx, addrs, topic, 2, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	app, err := processor.New(examples.WordCount(in, out, in+"-dlq"), processor.ApplicationID(p), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(50*time.Millisecond), processor.AdvertisedEndpoint("127.0.0.1:18090"),
-		processor.Logger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(actx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	wc := testapp.WordCount(t, ctx, addrs, p, "127.0.0.1:18090")
+	app, in := wc.App, wc.Input
 	produced := map[int32]int64{}
 	produce := func(part int32, n int) {
 		t.Helper()
-		for i := range n {
-			// Lines of every shape: empty, one word, non-UTF-8 bytes.
-			line := []string{"", "a", "the quick fox", "\xff\xfe x"}[i%4]
-			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: in, Partition: part, Value: []byte(line)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
+		// Lines of every shape: empty, one word, non-UTF-8 bytes.
+		shapes := []string{"", "a", "the quick fox", "\xff\xfe x"}
+		lines := make([]string, n)
+		for i := range lines {
+			lines[i] = shapes[i%len(shapes)]
 		}
+		wc.Produce(t, part, lines...)
 		produced[part] += int64(n)
 	}
 	produce(0, 6)
@@ -133,11 +106,9 @@ func TestGroupDescribe(t *testing.T) {
 	}
 
 	// Stopped: the group is empty; what is produced now is its lag.
-	stop()
-	if err := <-done; err != nil {
+	if err := wc.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	done <- nil
 	produce(1, 3)
 	text, err = run("--app-id", p, "--brokers", b)
 	t.Logf("sluice group describe, the app stopped:\n%s", text)

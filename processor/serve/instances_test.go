@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,19 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/sluice-streams/sluice/examples"
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/groupview"
+	"github.com/sluice-streams/sluice/internal/testapp"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
 )
 
 // TestInstances serves GET /instances (mounted by Register) for a running
-// wordcount instance: before the group exists it is state Dead with no
-// instances; then the instance with the tasks its Status shows and the
-// input committed at what was produced. A handler with a long TTL keeps
+// wordcount instance: for an app whose group does not exist, state Dead
+// with no instances; for the running one, the instance with the tasks its
+// Status shows and the input committed at what was produced. A handler with a long TTL keeps
 // answering the cached view after the app stopped, where one without a
 // TTL shows the empty group (the cache's negative control). Once the
 // server's context ends, the client is closed and /instances answers 503.
@@ -33,28 +30,25 @@ func TestInstances(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	p := testbroker.Unique(t, "inst-")
-	in, out := p+"-lines", p+"-counts"
-	for _, topic := range []string{in, out, in + "-dlq"} {
-		if err := broker.CreateTopic(ctx, addrs, topic, 2, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	app, err := processor.New(examples.WordCount(in, out, in+"-dlq"), processor.ApplicationID(p), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(50*time.Millisecond), processor.AdvertisedEndpoint("127.0.0.1:18099"),
-		processor.Logger(slog.New(slog.DiscardHandler)))
+	// An app that never runs: its group does not exist.
+	idle, err := processor.New(examples.WordCount(p+"-lines", p+"-counts", p+"-lines-dlq"), processor.ApplicationID(p+"-idle"),
+		processor.Brokers(addrs...), processor.StateDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	wc := testapp.WordCount(t, ctx, addrs, p, "127.0.0.1:18099")
+	app, in := wc.App, wc.Input
 	srvCtx, stopSrv := context.WithCancel(ctx)
 	defer stopSrv()
 	mux := http.NewServeMux()
 	Register(mux, app, Context(srvCtx))
-	// Two more handlers on the same app: one caching for an hour, one
-	// not at all.
-	cached, fresh := newInstancesHandler(app, config{ctx: srvCtx}), newInstancesHandler(app, config{ctx: srvCtx})
+	// More handlers: one caching for an hour, one not at all, and one
+	// for the app that never ran.
+	cached, fresh, never := newInstancesHandler(app, config{ctx: srvCtx}), newInstancesHandler(app, config{ctx: srvCtx}), newInstancesHandler(idle, config{ctx: srvCtx})
 	cached.ttl, fresh.ttl = time.Hour, 0
 	mux.HandleFunc("GET /cached", cached.serve)
 	mux.HandleFunc("GET /fresh", fresh.serve)
+	mux.HandleFunc("GET /never", never.serve)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	get := func(path string) (int, groupview.View, string) {
@@ -74,28 +68,11 @@ func TestInstances(t *testing.T) {
 		return resp.StatusCode, v, string(b)
 	}
 
-	if code, v, body := get("/fresh"); code != 200 || v.State != "Dead" || v.Application != p || !strings.Contains(body, `"instances": []`) {
-		t.Errorf("before the app ran: %d %s, want 200, state Dead, no instances", code, body)
+	if code, v, body := get("/never"); code != 200 || v.State != "Dead" || v.Application != p+"-idle" || !strings.Contains(body, `"instances": []`) {
+		t.Errorf("an app that never ran: %d %s, want 200, state Dead, no instances", code, body)
 	}
-
-	runCtx, stopApp := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
-	defer func() {
-		stopApp()
-		<-done
-	}()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
 	for part, n := range []int{4, 7} {
-		for range n {
-			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: in, Partition: int32(part), Value: []byte("a b")}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		wc.Produce(t, int32(part), slices.Repeat([]string{"a b"}, n)...)
 	}
 	// committed reads the input's committed offsets from a view.
 	committed := func(v groupview.View) []int64 {
@@ -141,11 +118,9 @@ func TestInstances(t *testing.T) {
 
 	// The app stops: the group empties. The cached answer stays, the
 	// fresh one shows it.
-	stopApp()
-	if err := <-done; err != nil {
+	if err := wc.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	done <- nil
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		code, fv, body := get("/fresh")
@@ -164,7 +139,7 @@ func TestInstances(t *testing.T) {
 	// The server stops: every handler closes its client and answers 503.
 	stopSrv()
 	deadline = time.Now().Add(10 * time.Second)
-	for _, h := range []*instancesHandler{cached, fresh} {
+	for _, h := range []*instancesHandler{cached, fresh, never} {
 		for {
 			h.clMu.Lock()
 			closed, cl := h.clMu.closed, h.clMu.cl
