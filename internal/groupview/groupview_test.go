@@ -429,3 +429,63 @@ func TestDescribeUnreachable(t *testing.T) {
 		t.Errorf("took %v past a 2s deadline", d)
 	}
 }
+
+// oldLeader is a sluice-protocol member that writes no user data, as a
+// member predating the endpoint, the generation and the sources map would.
+type oldLeader struct{ kgo.GroupBalancer }
+
+func (oldLeader) ProtocolName() string { return "sluice" }
+
+// TestDescribeOldMember: a member that advertises no endpoint under a
+// leader that wrote no generation and no sources map still shows, with
+// endpoint "", generation -1 and its partitions as tasks "?_p", lag exact.
+func TestDescribeOldMember(t *testing.T) {
+	addrs := testbroker.Addrs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	group, topic := testbroker.Unique(t, "gv-old-"), testbroker.Unique(t, "gv-old-in-")
+	if err := broker.CreateTopic(ctx, addrs, topic, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}, &kgo.Record{Topic: topic, Value: nil}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	member, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.Balancers(oldLeader{kgo.RangeBalancer()}), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		member.PollFetches(ctx) // joins the group; nothing is committed
+	}()
+	defer func() {
+		member.Close() // ends the poll
+		<-polled
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := groupview.Describe(ctx, cl, group)
+		if err == nil && v.State == "Stable" && len(v.Instances) == 1 && len(v.Instances[0].Tasks) == 2 {
+			in := v.Instances[0]
+			if in.Endpoint != "" || v.Generation != -1 || in.Tasks[0].ID != "?_0" || in.Tasks[1].ID != "?_1" || len(in.Standbys) != 0 {
+				t.Errorf("old member: %+v", v)
+			}
+			// Nothing committed: the lag counts from the start.
+			if in.Tasks[0].Partitions[0].Committed+in.Tasks[1].Partitions[0].Committed != -2 || v.Lag != 2 {
+				t.Errorf("old member's lag: %+v, want 2 records, nothing committed", v)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the old member never showed: %v %+v", err, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
