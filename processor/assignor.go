@@ -3,10 +3,12 @@ package processor
 import (
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-streams/sluice/internal/assignwire"
 	"github.com/sluice-streams/sluice/internal/task"
 )
 
@@ -54,6 +56,13 @@ type assignor struct {
 	// onProbe, if set, is called by the leader when its plan keeps a task
 	// away from where it should be while a warm-up catches up.
 	onProbe func()
+	// client is the member's client, set once it exists: the leader reads
+	// the generation it balances from it (franz-go stores the join's
+	// generation before it balances) and writes it into the assignment,
+	// because DescribeGroups does not show it. The client is created
+	// after its balancer, so it is stored when NewClient returns; a
+	// balance before that (none: a join takes round trips) writes none.
+	client atomic.Pointer[kgo.Client]
 }
 
 func (*assignor) ProtocolName() string { return "sluice" }
@@ -70,7 +79,7 @@ func (a *assignor) JoinGroupMetadata(interests []string, current map[string][]in
 			return old
 		}
 	}
-	meta.UserData = memberUserData(a.endpoint, a.local.offsetSums())
+	meta.UserData = assignwire.EncodeMember(assignwire.Member{Endpoint: a.endpoint, Offsets: a.local.offsetSums()})
 	topics := make([]string, 0, len(current))
 	for t := range current {
 		topics = append(topics, t)
@@ -95,13 +104,14 @@ func (a *assignor) ParseSyncAssignment(b []byte) (map[string][]int32, error) {
 	a.memo.assigned()
 	var m kmsg.ConsumerMemberAssignment
 	if err := m.ReadFrom(b); err == nil {
+		as := assignwire.ParseAssignment(m.UserData)
 		if a.onRouting != nil {
 			// A leader without routing (none yet) leaves it empty:
 			// queries then answer "owner unknown" rather than fail.
-			a.onRouting(parseRouting(m.UserData))
+			a.onRouting(as.Routing)
 		}
 		if a.onStandby != nil {
-			a.onStandby(parseStandby(m.UserData))
+			a.onStandby(as.Standby)
 		}
 	}
 	return parts, nil
@@ -160,7 +170,8 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 				idx = i
 			}
 		}
-		endpoints[idx], sums[idx] = parseMemberUserData(meta.UserData)
+		mm := assignwire.ParseMember(meta.UserData)
+		endpoints[idx], sums[idx] = mm.Endpoint, mm.Offsets
 		for _, op := range meta.OwnedPartitions {
 			s, ok := a.subOf[op.Topic]
 			if !ok {
@@ -195,5 +206,9 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 			}
 		}
 	}
-	return &routedPlan{BalancePlan: plan, routing: routing, standby: standby}
+	gen := int32(-1)
+	if cl := a.client.Load(); cl != nil {
+		_, gen = cl.GroupMetadata()
+	}
+	return &routedPlan{BalancePlan: plan, routing: routing, standby: standby, generation: gen, sources: a.subOf}
 }

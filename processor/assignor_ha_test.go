@@ -240,18 +240,3 @@ func countOn(owner map[task.ID]string, m string) int {
 	}
 	return n
 }
-
-func TestMemberUserDataCompatible(t *testing.T) {
-	ep, sums := parseMemberUserData([]byte(`{"endpoint":"h:1"}`))
-	if ep != "h:1" || len(sums) != 0 {
-		t.Errorf("old metadata: %q %v", ep, sums)
-	}
-	ep, sums = parseMemberUserData(memberUserData("h:2", map[task.ID]int64{{Sub: 1, Partition: 2}: 42}))
-	if ep != "h:2" || sums[task.ID{Sub: 1, Partition: 2}] != 42 {
-		t.Errorf("round trip: %q %v", ep, sums)
-	}
-	b := routingUserData(map[task.ID]string{tid(0): "a"}, []task.ID{tid(1)})
-	if r, s := parseRouting(b), parseStandby(b); r[tid(0)] != "a" || len(s) != 1 || s[0] != tid(1) {
-		t.Errorf("routing %v standby %v", r, s)
-	}
-}

@@ -82,13 +82,14 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	}
 	sort.Strings(topics)
 	changelogs := a.changelogs
+	asg := &assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting,
+		stateful: a.statefulSubs(), standby: a.cfg.standby, local: &a.local, memo: a.memo,
+		onStandby: func(ids []task.ID) { m.enqueue(event{standby: taskSet(ids)}) },
+		onProbe:   m.scheduleProbe}
 	opts := a.cfg.kgoOpts(
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.ConsumeTopics(topics...),
-		kgo.Balancers(&assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting,
-			stateful: a.statefulSubs(), standby: a.cfg.standby, local: &a.local, memo: a.memo,
-			onStandby: func(ids []task.ID) { m.enqueue(event{standby: taskSet(ids)}) },
-			onProbe:   m.scheduleProbe}),
+		kgo.Balancers(asg),
 		kgo.SessionTimeout(a.cfg.sessionTimeout),
 		kgo.RebalanceTimeout(a.cfg.rebalanceTimeout),
 		kgo.TransactionTimeout(a.cfg.txnTimeout),
@@ -124,6 +125,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	if err != nil {
 		return fatalError{err}
 	}
+	asg.client.Store(m.sess.Client())
 	m.adm = kadm.NewClient(m.sess.Client())
 	if a.cfg.guarantee == txn.ExactlyOnce {
 		// Initialise the transactional producer now: this fences a dead

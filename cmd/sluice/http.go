@@ -69,7 +69,8 @@ func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log 
 	}
 	reg.MustRegister(sluiceprom.NewCollector(app), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	serve.Register(mux, app, serve.Logger(log), serve.Metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	life, end := context.WithCancel(context.Background()) // ends /instances' Kafka client with the server
+	serve.Register(mux, app, serve.Logger(log), serve.Metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), serve.Context(life))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -83,5 +84,6 @@ func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log 
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-done
+		end()
 	}
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -21,6 +22,7 @@ type config struct {
 	log     *slog.Logger
 	client  *http.Client
 	metrics http.Handler
+	ctx     context.Context // Context; nil: none
 }
 
 // Logger takes the logger queries that fail unexpectedly are reported to.
@@ -47,8 +49,8 @@ func newConfig(opts []Opt) config {
 }
 
 // Register mounts every endpoint on mux: /healthz, /readyz, /tasks,
-// /topology, /metrics (with Metrics) and the interactive queries
-// (RegisterQueries).
+// /topology, /instances (the group's instances, tasks and lag, from Kafka),
+// /metrics (with Metrics) and the interactive queries (RegisterQueries).
 func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 	c := newConfig(opts)
 	if c.metrics != nil {
@@ -69,6 +71,7 @@ func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 		writeJSON(w, http.StatusOK, app.Topology().Description())
 	})
 	newQueryHandler(app, c).register(mux)
+	newInstancesHandler(app, c).register(mux) // GET /instances (instances.go)
 }
 
 // RegisterQueries mounts only the interactive queries on mux:
