@@ -77,15 +77,38 @@ func PathKey(key []byte) string {
 // maxBody bounds an answer read from another instance.
 const maxBody = 64 << 20
 
+// Peer is how one instance reaches the others' endpoints: over https when
+// they serve TLS (the client's transport then holds the TLS config: the CAs
+// that sign their certificates and the client certificate to present), and
+// with the bearer token they require, if any.
+type Peer struct {
+	Client *http.Client
+	TLS    bool
+	Token  string
+}
+
 // Get sends a query to the instance at endpoint (host:port) for uri (path
 // and query), marked as forwarded by self, and reads its answer.
 func Get(ctx context.Context, client *http.Client, endpoint, uri, self string) (code int, hdr http.Header, body []byte, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+uri, nil)
+	return Peer{Client: client}.Get(ctx, endpoint, uri, self)
+}
+
+// Get sends a query to the instance at endpoint with p's scheme and
+// credentials, as the package-level Get does.
+func (p Peer) Get(ctx context.Context, endpoint, uri, self string) (code int, hdr http.Header, body []byte, err error) {
+	scheme := "http://"
+	if p.TLS {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+endpoint+uri, nil)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	req.Header.Set(HeaderForwarded, self)
-	resp, err := client.Do(req)
+	if p.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.Token)
+	}
+	resp, err := p.Client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}

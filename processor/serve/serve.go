@@ -21,6 +21,7 @@ type config struct {
 	log     *slog.Logger
 	client  *http.Client
 	metrics http.Handler
+	auth    auth // see auth.go
 }
 
 // Logger takes the logger queries that fail unexpectedly are reported to.
@@ -48,9 +49,11 @@ func newConfig(opts []Opt) config {
 
 // Register mounts every endpoint on mux: /healthz, /readyz, /tasks,
 // /topology, /metrics (with Metrics) and the interactive queries
-// (RegisterQueries).
+// (RegisterQueries). With BearerToken or ClientCAs they are mounted behind
+// the credentials (Guard), with /login.
 func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 	c := newConfig(opts)
+	mux = c.guarded(mux)
 	if c.metrics != nil {
 		mux.Handle("GET /metrics", c.metrics)
 	}
@@ -75,8 +78,11 @@ func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 //
 //	GET /stores/{store}/keys/{key}                      a key's value; of a window store, its windows (?from=&to=)
 //	GET /stores/{store}/keys?from=&to=&limit=&after=    a page of keys in byte order of their encoding
+//
+// With BearerToken or ClientCAs they are mounted behind the credentials.
 func RegisterQueries(mux *http.ServeMux, app *processor.App, opts ...Opt) {
-	newQueryHandler(app, newConfig(opts)).register(mux)
+	c := newConfig(opts)
+	newQueryHandler(app, c).register(c.guarded(mux))
 }
 
 // writeJSON writes v indented, as every endpoint answers.
