@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,9 +59,19 @@ type typedInstance struct {
 
 func startTypedInstance(t *testing.T, brokers []string, appID, in string) *typedInstance {
 	t.Helper()
+	return startTypedInstanceWith(t, brokers, appID, in, nil)
+}
+
+// startTypedInstanceWith serves over TLS with tlsCfg (if not nil) and with
+// the endpoints' options opts.
+func startTypedInstanceWith(t *testing.T, brokers []string, appID, in string, tlsCfg *tls.Config, opts ...serve.Opt) *typedInstance {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	app, err := processor.New(typedTopology(in), processor.ApplicationID(appID), processor.Brokers(brokers...),
@@ -70,7 +81,7 @@ func startTypedInstance(t *testing.T, brokers []string, appID, in string) *typed
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	serve.Register(mux, app, serve.Logger(log))
+	serve.Register(mux, app, append([]serve.Opt{serve.Logger(log)}, opts...)...)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()

@@ -2,6 +2,7 @@ package iqwire
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -85,6 +86,32 @@ type Peer struct {
 	Client *http.Client
 	TLS    bool
 	Token  string
+}
+
+// NewPeer returns the Peer that reaches the others with client, over https
+// with tlsCfg when it is not nil (set on a clone of the client's transport
+// when that is an *http.Transport, the default; another RoundTripper is
+// used as it is), presenting token when it is not empty.
+func NewPeer(client *http.Client, tlsCfg *tls.Config, token string) Peer {
+	p := Peer{Client: client, Token: token}
+	if tlsCfg == nil {
+		return p
+	}
+	p.TLS = true
+	var tr *http.Transport
+	switch rt := client.Transport.(type) {
+	case nil:
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		tr = rt.Clone()
+	default:
+		return p
+	}
+	tr.TLSClientConfig = tlsCfg
+	cl := *client
+	cl.Transport = tr
+	p.Client = &cl
+	return p
 }
 
 // Get sends a query to the instance at endpoint (host:port) for uri (path

@@ -88,27 +88,7 @@ func ClientCAs(pool *x509.CertPool) Opt { return opt(func(c *config) { c.auth.ca
 func PeerTLS(cfg *tls.Config) Opt { return opt(func(c *config) { c.auth.peerTLS = cfg }) }
 
 // peer is how forwarded queries reach the other instances.
-func (c config) peer() iqwire.Peer {
-	p := iqwire.Peer{Client: c.client, Token: c.auth.token}
-	if c.auth.peerTLS == nil {
-		return p
-	}
-	p.TLS = true
-	var tr *http.Transport
-	switch rt := c.client.Transport.(type) {
-	case nil:
-		tr = http.DefaultTransport.(*http.Transport).Clone()
-	case *http.Transport:
-		tr = rt.Clone()
-	default:
-		return p
-	}
-	tr.TLSClientConfig = c.auth.peerTLS
-	cl := *c.client
-	cl.Transport = tr
-	p.Client = &cl
-	return p
-}
+func (c config) peer() iqwire.Peer { return iqwire.NewPeer(c.client, c.auth.peerTLS, c.auth.token) }
 
 // Guard wraps h so that every request except /healthz and /readyz needs
 // the credentials of opts (BearerToken, ClientCAs), and serves /login when
