@@ -3,15 +3,22 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/testbroker"
+	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/processor"
 )
 
@@ -261,4 +268,163 @@ func TestWarnExposed(t *testing.T) {
 			t.Errorf("%s: the token is logged", c.name)
 		}
 	}
+}
+
+// freePort returns a loopback address that was free a moment ago: `sluice
+// run` prints its bound address only to its log.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestRunBehindCredentials: two `sluice run wordcount` instances with TLS,
+// a client CA and SLUICE_HTTP_TOKEN, as an operator starts them. Every word
+// is answered by the first instance, those the second owns forwarded with
+// the first's own certificate and the token (the answer names the second
+// as its server); without the token 401, without a certificate 403, and
+// neither shows a count; /readyz answers a probe with neither.
+func TestRunBehindCredentials(t *testing.T) {
+	addrs := testbroker.Addrs(t)
+	in, appID := testbroker.Unique(t, "sec-lines-"), testbroker.Unique(t, "sec-run-")
+	out := in + "-counts"
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, tp := range []string{in, out} {
+		if err := broker.CreateTopic(ctx, addrs, tp, 4, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certs := testCerts(t)
+	clearEnv(t)
+	t.Setenv("SLUICE_HTTP_TOKEN", testToken)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var endpoints []string
+	var dones []chan error
+	for range 2 {
+		ep := freePort(t)
+		endpoints = append(endpoints, ep)
+		root := newRootCmd()
+		root.SetArgs([]string{"run", "wordcount", "--app-id", appID, "--brokers", strings.Join(addrs, ","),
+			"--state-dir", t.TempDir(), "--input", in, "--output", out, "--log-level", "error",
+			"--http", ep, "--http-tls-cert", certs.PeerCert, "--http-tls-key", certs.PeerKey, "--http-client-ca", certs.CA})
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		done := make(chan error, 1)
+		go func() { done <- root.ExecuteContext(runCtx) }()
+		dones = append(dones, done)
+	}
+	defer func() {
+		stop()
+		for i, done := range dones {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("instance %d: %v", i, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("instance %d did not stop", i)
+			}
+		}
+	}()
+
+	client := func(cert bool) *http.Client {
+		c, err := certs.ClientTLS(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cert { // a certificate for client authentication only, as a person's is
+			c.Certificates = []tls.Certificate{mustKeyPair(t, certs.ClientCert, certs.ClientKey)}
+		}
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: c}}
+	}
+	noCert, withCert := client(false), client(true)
+	get := func(cl *http.Client, url, token string) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0, err.Error(), ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("X-Sluice-Served-By")
+	}
+	// Both in the group with tasks, as a probe with no credentials sees it.
+	deadline := time.Now().Add(time.Minute)
+	for _, ep := range endpoints {
+		for {
+			code, body, _ := get(noCert, "https://"+ep+"/readyz", "")
+			if code == 200 && strings.Contains(body, `"id"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never ready: %d %s", ep, code, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	want := map[string]int{}
+	for i := range 40 {
+		line := fmt.Sprintf("alpha w%d %s", i%9, testkeys.UUIDs(4)[i%4])
+		for _, w := range examples.Words(line) {
+			want[w]++
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(line)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	front := "https://" + endpoints[0]
+	served := map[string]int{}
+	for w, n := range want {
+		var code int
+		var body, by string
+		for time.Now().Before(deadline.Add(time.Minute)) {
+			code, body, by = get(withCert, front+"/stores/counts/keys/"+w, testToken)
+			// A refusal between the instances does not heal.
+			if code == 200 && strings.Contains(body, fmt.Sprintf(`"value": %d`, n)) || code == http.StatusBadGateway {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if code != 200 || !strings.Contains(body, fmt.Sprintf(`"value": %d`, n)) {
+			t.Fatalf("%q: %d %s, want %d", w, code, body, n)
+		}
+		served[by]++
+		for _, c := range []struct {
+			cl    *http.Client
+			token string
+			code  int
+		}{{withCert, "", 401}, {withCert, testToken + "x", 401}, {noCert, testToken, 403}} {
+			if code, body, _ := get(c.cl, front+"/stores/counts/keys/"+w, c.token); code != c.code || strings.Contains(body, `"value"`) {
+				t.Errorf("%q without the credentials: %d %s, want %d", w, code, body, c.code)
+			}
+		}
+	}
+	if served[endpoints[0]] == 0 || served[endpoints[1]] == 0 {
+		t.Errorf("served by %v: want both instances (some keys forwarded to %s)", served, endpoints[1])
+	}
+}
+
+func mustKeyPair(t *testing.T, cert, key string) tls.Certificate {
+	t.Helper()
+	c, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
