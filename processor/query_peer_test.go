@@ -28,19 +28,11 @@ func TestQueryTypedBehindCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := certs.Pool()
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := tls.LoadX509KeyPair(certs.PeerCert, certs.PeerKey)
+	serverTLS, peerTLS, pool, err := certs.PeerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const token = "typed-token"
-	serverTLS := func() *tls.Config {
-		return &tls.Config{Certificates: []tls.Certificate{own}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	peerTLS := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{own}}
 	opts := []serve.Opt{serve.BearerToken(token), serve.ClientCAs(pool), serve.PeerTLS(peerTLS)}
 
 	brokers := testBrokers(t)
@@ -48,25 +40,10 @@ func TestQueryTypedBehindCredentials(t *testing.T) {
 	cl := setup(t, brokers, 4, in)
 	appID := uniq(t, "typed-sec")
 	insts := []*typedInstance{
-		startTypedInstanceWith(t, brokers, appID, in, serverTLS(), opts...),
-		startTypedInstanceWith(t, brokers, appID, in, serverTLS(), opts...),
+		startTypedInstanceWith(t, brokers, appID, in, serverTLS, opts...),
+		startTypedInstanceWith(t, brokers, appID, in, serverTLS, opts...),
 	}
-	waitUntil(t, "the two instances to share the four tasks", func() bool {
-		for _, ti := range insts {
-			locs, err := ti.app.Locations("latest")
-			if err != nil || !ti.app.Status().Ready {
-				return false
-			}
-			owners := map[string]bool{}
-			for _, l := range locs {
-				owners[l.Endpoint] = true
-			}
-			if len(owners) != 2 || owners[""] {
-				return false
-			}
-		}
-		return true
-	})
+	waitShared(t, insts)
 	keys := testkeys.UUIDs(24)
 	ctx := context.Background()
 	for i, k := range keys {

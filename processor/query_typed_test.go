@@ -62,6 +62,28 @@ func startTypedInstance(t *testing.T, brokers []string, appID, in string) *typed
 	return startTypedInstanceWith(t, brokers, appID, in, nil)
 }
 
+// waitShared waits until each instance is ready, and its routing map
+// gives the partitions to all of them.
+func waitShared(t *testing.T, insts []*typedInstance) {
+	t.Helper()
+	waitUntil(t, "the instances to share the tasks", func() bool {
+		for _, ti := range insts {
+			locs, err := ti.app.Locations("latest")
+			if err != nil || !ti.app.Status().Ready {
+				return false
+			}
+			owners := map[string]bool{}
+			for _, l := range locs {
+				owners[l.Endpoint] = true
+			}
+			if len(owners) != len(insts) || owners[""] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // startTypedInstanceWith serves over TLS with tlsCfg (if not nil) and with
 // the endpoints' options opts.
 func startTypedInstanceWith(t *testing.T, brokers []string, appID, in string, tlsCfg *tls.Config, opts ...serve.Opt) *typedInstance {
@@ -112,24 +134,7 @@ func TestQueryTypedAcrossInstances(t *testing.T) {
 	cl := setup(t, brokers, 4, in)
 	appID := uniq(t, "typed")
 	insts := []*typedInstance{startTypedInstance(t, brokers, appID, in), startTypedInstance(t, brokers, appID, in)}
-	// Settled: each instance ready, and its routing map giving the four
-	// partitions to the two of them.
-	waitUntil(t, "the two instances to share the four tasks", func() bool {
-		for _, ti := range insts {
-			locs, err := ti.app.Locations("latest")
-			if err != nil || !ti.app.Status().Ready {
-				return false
-			}
-			owners := map[string]bool{}
-			for _, l := range locs {
-				owners[l.Endpoint] = true
-			}
-			if len(owners) != 2 || owners[""] {
-				return false
-			}
-		}
-		return true
-	})
+	waitShared(t, insts)
 
 	keys := testkeys.All()
 	want := map[string]string{}

@@ -188,3 +188,23 @@ func (c Certs) Pool() (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// PeerTLS returns the TLS of a sluice instance's HTTP port that requires
+// the authority's client certificates: server presents the peer
+// certificate and verifies a client certificate when one is given
+// (tls.VerifyClientCertIfGiven, so that a probe without one reaches
+// /healthz); peer, for the instance's queries to the others, trusts the
+// authority and presents the peer certificate. pool holds the authority.
+func (c Certs) PeerTLS() (server, peer *tls.Config, pool *x509.CertPool, err error) {
+	pool, err = c.Pool()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	own, err := tls.LoadX509KeyPair(c.PeerCert, c.PeerKey)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("broker: peer certificate: %w", err)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{own}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	peer = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{own}, MinVersion: tls.VersionTLS12}
+	return server, peer, pool, nil
+}

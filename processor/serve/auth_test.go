@@ -222,10 +222,7 @@ func TestGuardToken(t *testing.T) {
 // TestGuardTokenAndCert: with both a token and a client CA, a request needs
 // both; the cookie is Secure over TLS.
 func TestGuardTokenAndCert(t *testing.T) {
-	certs, err := broker.WriteCerts(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	certs := writeCerts(t)
 	pool, err := certs.Pool()
 	if err != nil {
 		t.Fatal(err)
@@ -311,17 +308,7 @@ func twoInstances(t *testing.T, appID string, s served, cl *http.Client, scheme 
 		startServedInstance(t, b.Addrs(), appID, t.TempDir(), in, out, s),
 		startServedInstance(t, b.Addrs(), appID, t.TempDir(), in, out, s),
 	}
-	waitFor(t, "the two instances to share the tasks", time.Minute, func() bool {
-		total := 0
-		for _, qi := range insts {
-			st := qi.app.Status()
-			if !st.Ready || len(st.Tasks) == 0 {
-				return false
-			}
-			total += len(st.Tasks)
-		}
-		return total == 8
-	})
+	waitSpread(t, insts, 8)
 	var lines []string
 	for i := range 60 {
 		lines = append(lines, fmt.Sprintf("the w%d %s", i%13, testkeys.UUIDs(3)[i%3]))
@@ -505,26 +492,12 @@ func TestRegisterBehindToken(t *testing.T) {
 // gets a clear 502. Negative control: the same app served over TLS without
 // the guard answers a client without a certificate.
 func TestRegisterBehindClientCerts(t *testing.T) {
-	certs, err := broker.WriteCerts(t.TempDir())
+	certs, rogue := writeCerts(t), writeCerts(t)
+	serverTLS, peerTLS, pool, err := certs.PeerTLS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rogue, err := broker.WriteCerts(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := certs.Pool()
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := tls.LoadX509KeyPair(certs.PeerCert, certs.PeerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverTLS := func() *tls.Config {
-		return &tls.Config{Certificates: []tls.Certificate{own}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	s := served{tls: serverTLS(), opts: []Opt{ClientCAs(pool), PeerTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{own}})}}
+	s := served{tls: serverTLS, opts: []Opt{ClientCAs(pool), PeerTLS(peerTLS)}}
 	noCert, withCert := tlsClient(t, certs, false), tlsClient(t, certs, true)
 	insts, want := twoInstances(t, "auth-mtls", s, noCert, "https", nil)
 	base := "https://" + insts[0].addr
@@ -561,7 +534,7 @@ func TestRegisterBehindClientCerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer serveOn(t, tls.NewListener(ln, serverTLS()), insts[0].app, quiet, ClientCAs(pool), PeerTLS(&tls.Config{RootCAs: pool}))()
+	defer serveOn(t, tls.NewListener(ln, serverTLS), insts[0].app, quiet, ClientCAs(pool), PeerTLS(&tls.Config{RootCAs: pool}))()
 	r := getSettledWith(t, withCert, "https://"+ln.Addr().String()+"/stores/counts/keys/"+url.PathEscape(remoteWord(t, insts, want)), nil)
 	if r.code != http.StatusBadGateway || !strings.Contains(r.body, "refused this instance's credentials (403") {
 		t.Errorf("forwarded without a certificate: %d %s", r.code, r.body)
@@ -572,10 +545,20 @@ func TestRegisterBehindClientCerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer serveOn(t, tls.NewListener(ln, serverTLS()), insts[1].app, quiet)()
+	defer serveOn(t, tls.NewListener(ln, serverTLS), insts[1].app, quiet)()
 	if r := getSettledWith(t, noCert, "https://"+ln.Addr().String()+"/tasks", nil); r.code != 200 || !strings.Contains(r.body, "running") {
 		t.Errorf("unguarded over TLS: %d %s", r.code, r.body)
 	}
+}
+
+// writeCerts writes a fresh authority and its certificates.
+func writeCerts(t *testing.T) broker.Certs {
+	t.Helper()
+	c, err := broker.WriteCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func mustPair(t *testing.T, cert, key string) tls.Certificate {
@@ -591,15 +574,11 @@ func mustPair(t *testing.T, cert, key string) tls.Certificate {
 // (tls.RequestClientCert, no verification) is still safe behind ClientCAs:
 // the guard verifies the chain itself.
 func TestGuardVerifiesItself(t *testing.T) {
-	certs, err := broker.WriteCerts(t.TempDir())
+	certs, rogue := writeCerts(t), writeCerts(t)
+	pool, err := certs.Pool()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rogue, err := broker.WriteCerts(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, _ := certs.Pool()
 	srv := httptest.NewUnstartedServer(Guard(secretHandler(), ClientCAs(pool)))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{mustPair(t, certs.ServerCert, certs.ServerKey)}, ClientAuth: tls.RequestClientCert}
 	srv.StartTLS()

@@ -176,6 +176,23 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 	}
 }
 
+// waitSpread waits until every instance is ready with some of the tasks,
+// total tasks in all.
+func waitSpread(t *testing.T, insts []*queryInstance, total int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the %d instances to share the %d tasks", len(insts), total), time.Minute, func() bool {
+		n := 0
+		for _, qi := range insts {
+			st := qi.app.Status()
+			if !st.Ready || len(st.Tasks) == 0 {
+				return false
+			}
+			n += len(st.Tasks)
+		}
+		return n == total
+	})
+}
+
 type keyReply struct {
 	Store     string          `json:"store"`
 	Partition int32           `json:"partition"`
@@ -215,17 +232,7 @@ func TestQueryRoutedAcrossThreeInstances(t *testing.T) {
 	}
 	// Settled: all three in the group, the 12 tasks (2 sub-topologies × 6)
 	// spread over them and restored.
-	waitFor(t, "the three instances to share the tasks", time.Minute, func() bool {
-		total := 0
-		for _, qi := range insts {
-			st := qi.app.Status()
-			if !st.Ready || len(st.Tasks) == 0 {
-				return false
-			}
-			total += len(st.Tasks)
-		}
-		return total == 12
-	})
+	waitSpread(t, insts, 12)
 	// Words with characters a URL must escape, and one of each count.
 	var lines []string
 	for i := range 300 {
