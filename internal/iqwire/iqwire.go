@@ -115,13 +115,8 @@ func NewPeer(client *http.Client, tlsCfg *tls.Config, token string) Peer {
 }
 
 // Get sends a query to the instance at endpoint (host:port) for uri (path
-// and query), marked as forwarded by self, and reads its answer.
-func Get(ctx context.Context, client *http.Client, endpoint, uri, self string) (code int, hdr http.Header, body []byte, err error) {
-	return Peer{Client: client}.Get(ctx, endpoint, uri, self)
-}
-
-// Get sends a query to the instance at endpoint with p's scheme and
-// credentials, as the package-level Get does.
+// and query), with p's scheme and credentials, marked as forwarded by self,
+// and reads its answer.
 func (p Peer) Get(ctx context.Context, endpoint, uri, self string) (code int, hdr http.Header, body []byte, err error) {
 	scheme := "http://"
 	if p.TLS {
