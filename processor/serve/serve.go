@@ -50,7 +50,9 @@ func newConfig(opts []Opt) config {
 // Register mounts every endpoint on mux: /healthz, /readyz, /tasks,
 // /topology, /metrics (with Metrics) and the interactive queries
 // (RegisterQueries). With BearerToken or ClientCAs they are mounted behind
-// the credentials (Guard), with /login.
+// the credentials (Guard), with /login, reached through the pattern "/" of
+// mux (which must then be free; more specific patterns of the program's
+// own stay its own).
 func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 	c := newConfig(opts)
 	mux = c.guarded(mux)
