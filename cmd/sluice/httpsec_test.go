@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,6 +269,53 @@ func TestWarnExposed(t *testing.T) {
 			t.Errorf("%s: the token is logged", c.name)
 		}
 	}
+	// serveOn says it, for the address its listener reports.
+	app, err := processor.New(examples.WordCount("lines", "counts", "lines-dlq"),
+		processor.ApplicationID("warn-test"), processor.StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, warn := range map[string]bool{"192.0.2.10:9100": true, "": false} {
+		ln, err := listenHTTP("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l net.Listener = ln
+		if addr != "" {
+			l = elsewhere{ln, fakeAddr(addr)}
+		}
+		var log syncBuffer
+		serveOn(l, app, nil, slog.New(slog.NewTextHandler(&log, nil)), httpSecurity{})()
+		if got := strings.Contains(log.String(), "without credentials"); got != warn {
+			t.Errorf("serveOn at %s: logged %q, want a warning %v", l.Addr(), log.String(), warn)
+		}
+	}
+}
+
+// elsewhere is a listener that reports another address.
+type elsewhere struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (e elsewhere) Addr() net.Addr { return e.addr }
+
+// syncBuffer is a log destination safe for the server's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // freePort returns a loopback address that was free a moment ago: `sluice
