@@ -44,13 +44,14 @@ type auth struct {
 	// constant time.
 	tokenSum [sha256.Size]byte
 	cookie   string
-	cas      *x509.CertPool // nil: no client certificate required
+	casSet   bool           // ClientCAs given: a client certificate is required
+	cas      *x509.CertPool // nil with casSet: none verifies (fail closed)
 	verified *certCache     // chains that verified against cas lately
 	peerTLS  *tls.Config    // nil: peers are reached over plain HTTP
 }
 
 // on reports whether any credential is required.
-func (a *auth) on() bool { return a.tokenSet || a.cas != nil }
+func (a *auth) on() bool { return a.tokenSet || a.casSet }
 
 // BearerToken requires token on every endpoint except /healthz, /readyz and
 // /login: as the header `Authorization: Bearer <token>`, or as the cookie
@@ -78,9 +79,11 @@ func BearerToken(token string) Opt {
 // a certificate still reaches /healthz while a certificate of another CA
 // fails the handshake. The guard verifies the chain again itself, so a
 // server that only requests certificates (tls.RequestClientCert) is safe
-// too. Default: no client certificate required.
+// too. A nil pool verifies nothing: every protected request is refused
+// (x509 would read nil as the system's roots). Default: no client
+// certificate required.
 func ClientCAs(pool *x509.CertPool) Opt {
-	return opt(func(c *config) { c.auth.cas, c.auth.verified = pool, &certCache{} })
+	return opt(func(c *config) { c.auth.casSet, c.auth.cas, c.auth.verified = true, pool, &certCache{} })
 }
 
 // PeerTLS makes queries forwarded to other instances go over https with
@@ -118,7 +121,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(w, r)
 		return
 	}
-	if g.a.cas != nil && !g.a.certOK(r) {
+	if g.a.casSet && !g.a.certOK(r) {
 		// No login can fix this: the certificate comes with the
 		// connection.
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "serve: a client certificate signed by the configured CA is required"})
@@ -169,7 +172,7 @@ func (a *auth) tokenOK(r *http.Request) bool {
 // certOK reports whether the connection presented a client certificate
 // that verifies against the pool for client authentication.
 func (a *auth) certOK(r *http.Request) bool {
-	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+	if a.cas == nil || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return false
 	}
 	certs := r.TLS.PeerCertificates

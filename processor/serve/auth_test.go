@@ -580,17 +580,27 @@ func TestGuardVerifiesItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(Guard(secretHandler(), ClientCAs(pool)))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{mustPair(t, certs.ServerCert, certs.ServerKey)}, ClientAuth: tls.RequestClientCert}
-	srv.StartTLS()
-	defer srv.Close()
-	for name, c := range map[string]struct {
+	srvTLS := &tls.Config{Certificates: []tls.Certificate{mustPair(t, certs.ServerCert, certs.ServerKey)}, ClientAuth: tls.RequestClientCert}
+	start := func(h http.Handler) *httptest.Server {
+		srv := httptest.NewUnstartedServer(h)
+		srv.TLS = srvTLS
+		srv.StartTLS()
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	srv := start(Guard(secretHandler(), ClientCAs(pool)))
+	// A nil pool verifies nothing (x509 would read it as the system's
+	// roots; a guard that ignored it would let everything through).
+	nilPool := start(Guard(secretHandler(), ClientCAs(nil)))
+	for _, c := range []struct {
+		name string
 		cert tls.Certificate
 		code int
 	}{
-		"its CA":      {mustPair(t, certs.ClientCert, certs.ClientKey), 200},
-		"another CA":  {mustPair(t, rogue.ClientCert, rogue.ClientKey), 403},
-		"server-only": {mustPair(t, certs.ServerCert, certs.ServerKey), 403},
+		{"its CA", mustPair(t, certs.ClientCert, certs.ClientKey), 200},
+		{"another CA", mustPair(t, rogue.ClientCert, rogue.ClientKey), 403},
+		{"server-only", mustPair(t, certs.ServerCert, certs.ServerKey), 403},
+		{"its CA again", mustPair(t, certs.ClientCert, certs.ClientKey), 200},
 	} {
 		cert := c.cert
 		cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
@@ -601,8 +611,11 @@ func TestGuardVerifiesItself(t *testing.T) {
 		// chains, which must remember only what verified.
 		for range 2 {
 			if resp, body := do(t, cl, "GET", srv.URL+"/tasks", nil, nil); resp.StatusCode != c.code || (c.code == 200) != (body == secretBody) {
-				t.Errorf("%s: %d %q, want %d", name, resp.StatusCode, body, c.code)
+				t.Errorf("%s: %d %q, want %d", c.name, resp.StatusCode, body, c.code)
 			}
+		}
+		if resp, _ := do(t, cl, "GET", nilPool.URL+"/tasks", nil, nil); resp.StatusCode != 403 {
+			t.Errorf("%s, nil pool: %d, want 403", c.name, resp.StatusCode)
 		}
 	}
 }
