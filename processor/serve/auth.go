@@ -252,9 +252,11 @@ func navigation(r *http.Request) bool {
 
 // localPath returns p if it is a path on this server, else "/": the page
 // to go back to after signing in must not lead elsewhere (an open
-// redirect).
+// redirect). Browsers drop tabs and line breaks from a URL and read a backslash as a
+// slash, so "/\t/evil" is "//evil": any of those is refused outright.
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.HasPrefix(p, loginPath) {
+	bad := strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' })
+	if bad || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, loginPath) {
 		return "/"
 	}
 	return p

@@ -170,7 +170,7 @@ func TestGuardToken(t *testing.T) {
 	if resp.StatusCode != 401 || len(resp.Cookies()) != 0 || !strings.Contains(page, "not the one") {
 		t.Errorf("wrong token: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
-	for next, want := range map[string]string{"/tasks": "/tasks", "//evil.example/": "/", "https://evil.example/": "/", "/\\evil.example": "/", "/login": "/", "": "/"} {
+	for next, want := range map[string]string{"/tasks": "/tasks", "//evil.example/": "/", "https://evil.example/": "/", "/\\evil.example": "/", "/\t/evil.example": "/", "/x\n/y": "/", "/a/\\/b": "/", "/login": "/", "": "/", "/stores/a?b=c": "/stores/a?b=c"} {
 		resp, _ = do(t, noRedirect, "POST", srv.URL+"/login", nil, url.Values{"token": {tok}, "next": {next}})
 		if resp.StatusCode != 303 || resp.Header.Get("Location") != want {
 			t.Errorf("login, next %q: %d to %q, want %q", next, resp.StatusCode, resp.Header.Get("Location"), want)
