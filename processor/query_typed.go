@@ -3,6 +3,7 @@ package processor
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -42,8 +43,10 @@ type queryOpt func(*queryConfig)
 func (o queryOpt) applyQuery(c *queryConfig) { o(c) }
 
 type queryConfig struct {
-	stale  bool
-	client *http.Client
+	stale   bool
+	client  *http.Client
+	peerTLS *tls.Config // see QueryPeerTLS
+	token   string      // see QueryBearerToken
 }
 
 // StaleReads lets a task that is still restoring answer from its local
@@ -68,6 +71,7 @@ type storeQuery[K, V any] struct {
 	ks   serde.Serde[K]
 	vs   serde.Serde[V]
 	cfg  queryConfig
+	peer iqwire.Peer // how owners are asked: built once, to reuse connections
 }
 
 func newStoreQuery[K, V any](a *App, m topology.Materialization[K, V], opts []QueryOpt) storeQuery[K, V] {
@@ -77,6 +81,7 @@ func newStoreQuery[K, V any](a *App, m topology.Materialization[K, V], opts []Qu
 			o.applyQuery(&q.cfg)
 		}
 	}
+	q.peer = iqwire.NewPeer(q.cfg.client, q.cfg.peerTLS, q.cfg.token)
 	return q
 }
 
@@ -151,7 +156,7 @@ func (q *storeQuery[K, V]) ask(ctx context.Context, endpoint, path string, param
 	if q.cfg.stale {
 		params.Set("stale", "true")
 	}
-	code, _, body, err = iqwire.Get(ctx, q.cfg.client, endpoint, path+"?"+params.Encode(), q.self())
+	code, _, body, err = q.peer.Get(ctx, endpoint, path+"?"+params.Encode(), q.self())
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, nil, q.errorf("owner %s: %w", endpoint, ctx.Err())
@@ -175,6 +180,9 @@ func (q *storeQuery[K, V]) ask(ctx context.Context, endpoint, path string, param
 		return 0, nil, q.errorf("%w at %s", ErrUnknownStore, endpoint)
 	case code == http.StatusNotFound:
 		return code, nil, nil
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return 0, nil, q.errorf("owner %s refused the credentials (%d %s): see QueryBearerToken and QueryPeerTLS: %s",
+			endpoint, code, http.StatusText(code), msg.Error)
 	case code == http.StatusServiceUnavailable:
 		return 0, nil, q.errorf("%w: owner %s: %s", ErrNotReady, endpoint, msg.Error)
 	case code == http.StatusBadRequest && strings.Contains(msg.Error, ErrNotQueryable.Error()):

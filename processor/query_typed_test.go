@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,9 +59,41 @@ type typedInstance struct {
 
 func startTypedInstance(t *testing.T, brokers []string, appID, in string) *typedInstance {
 	t.Helper()
+	return startTypedInstanceWith(t, brokers, appID, in, nil)
+}
+
+// waitShared waits until each instance is ready, and its routing map
+// gives the partitions to all of them.
+func waitShared(t *testing.T, insts []*typedInstance) {
+	t.Helper()
+	waitUntil(t, "the instances to share the tasks", func() bool {
+		for _, ti := range insts {
+			locs, err := ti.app.Locations("latest")
+			if err != nil || !ti.app.Status().Ready {
+				return false
+			}
+			owners := map[string]bool{}
+			for _, l := range locs {
+				owners[l.Endpoint] = true
+			}
+			if len(owners) != len(insts) || owners[""] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// startTypedInstanceWith serves over TLS with tlsCfg (if not nil) and with
+// the endpoints' options opts.
+func startTypedInstanceWith(t *testing.T, brokers []string, appID, in string, tlsCfg *tls.Config, opts ...serve.Opt) *typedInstance {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	app, err := processor.New(typedTopology(in), processor.ApplicationID(appID), processor.Brokers(brokers...),
@@ -70,7 +103,7 @@ func startTypedInstance(t *testing.T, brokers []string, appID, in string) *typed
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	serve.Register(mux, app, serve.Logger(log))
+	serve.Register(mux, app, append([]serve.Opt{serve.Logger(log)}, opts...)...)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
@@ -101,24 +134,7 @@ func TestQueryTypedAcrossInstances(t *testing.T) {
 	cl := setup(t, brokers, 4, in)
 	appID := uniq(t, "typed")
 	insts := []*typedInstance{startTypedInstance(t, brokers, appID, in), startTypedInstance(t, brokers, appID, in)}
-	// Settled: each instance ready, and its routing map giving the four
-	// partitions to the two of them.
-	waitUntil(t, "the two instances to share the four tasks", func() bool {
-		for _, ti := range insts {
-			locs, err := ti.app.Locations("latest")
-			if err != nil || !ti.app.Status().Ready {
-				return false
-			}
-			owners := map[string]bool{}
-			for _, l := range locs {
-				owners[l.Endpoint] = true
-			}
-			if len(owners) != 2 || owners[""] {
-				return false
-			}
-		}
-		return true
-	})
+	waitShared(t, insts)
 
 	keys := testkeys.All()
 	want := map[string]string{}

@@ -73,6 +73,12 @@ var appKeys = []struct{ key, flag string }{
 	{keyIdleTimeout, "idle-timeout"},
 	{keyAppServer, "advertised-endpoint"},
 	{keyHTTPAddress, "http"},
+	{keyHTTPTLSCert, "http-tls-cert"},
+	{keyHTTPTLSKey, "http-tls-key"},
+	{keyHTTPTLSCA, "http-tls-ca"},
+	{keyHTTPClientCA, "http-client-ca"},
+	{keyHTTPToken, ""}, // no flag: see addHTTPSecurityFlags
+	{keyHTTPTokenFile, "http-token-file"},
 	{keyLogLevel, "log-level"},
 	{keyLogFormat, "log-format"},
 	{keySecurityProtocol, "security-protocol"},
@@ -114,6 +120,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.Duration("idle-timeout", d.IdleTimeout, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
 	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
 	f.String("http", "", "http.address: serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this `address` (a port alone binds 127.0.0.1); off when empty")
+	addHTTPSecurityFlags(f)
 	f.String("log-level", "info", "log.level: debug, info, warn or error")
 	f.String("log-format", "text", "log.format: text or json (slog, on stderr)")
 	addSecurityFlags(f)
@@ -141,6 +148,7 @@ type appConfig struct {
 	LogLevel        slog.Level
 	LogFormat       string // text or json
 	Security        security
+	HTTP            httpSecurity // TLS and credentials of http.address
 
 	// sources names where each key's value came from.
 	sources map[string]string
@@ -271,6 +279,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		r.fail(keyProbeInterval, c.ProbeInterval, errors.New("must be at least 1s"))
 	}
 	c.Security = r.loadSecurity()
+	c.HTTP = r.loadHTTPSecurity()
 	c.sources = map[string]string{}
 	for _, k := range appKeys {
 		c.sources[k.key] = r.source(k.key)

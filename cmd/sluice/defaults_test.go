@@ -84,6 +84,9 @@ func TestOnlySetKeysArePassed(t *testing.T) {
 	}
 }
 
+// isSecurityKey: the Kafka connection's security keys, and the HTTP
+// server's (http.tls.*, http.client.ca, http.token*).
 func isSecurityKey(k string) bool {
-	return strings.HasPrefix(k, "security.") || strings.HasPrefix(k, "sasl.") || strings.HasPrefix(k, "ssl.")
+	return strings.HasPrefix(k, "security.") || strings.HasPrefix(k, "sasl.") || strings.HasPrefix(k, "ssl.") ||
+		strings.HasPrefix(k, "http.") && k != keyHTTPAddress
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +24,7 @@ func newHealthcheckCmd() *cobra.Command {
 	var (
 		target  string
 		timeout time.Duration
+		ca      string
 	)
 	cmd := &cobra.Command{
 		Use:   "healthcheck --url URL",
@@ -29,16 +33,18 @@ func newHealthcheckCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return healthcheck(ctx, target)
+			return healthcheck(ctx, target, ca)
 		},
 	}
 	cmd.Flags().StringVar(&target, "url", "", "`URL` to GET, e.g. http://127.0.0.1:9100/readyz (required)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
+	cmd.Flags().StringVar(&ca, "ca", "", "PEM `file` of the CAs that sign the server's certificate, for an https URL (default: the system's)")
 	return cmd
 }
 
-// healthcheck GETs target and succeeds on a 2xx status.
-func healthcheck(ctx context.Context, target string) error {
+// healthcheck GETs target and succeeds on a 2xx status. ca, if not empty,
+// names the PEM file of the CAs to trust for https.
+func healthcheck(ctx context.Context, target, ca string) error {
 	if target == "" {
 		return errors.New("healthcheck: --url is required")
 	}
@@ -50,7 +56,19 @@ func healthcheck(ctx context.Context, target string) error {
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	cl := http.DefaultClient
+	if ca != "" {
+		data, err := os.ReadFile(ca)
+		if err != nil {
+			return fmt.Errorf("healthcheck: --ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return fmt.Errorf("healthcheck: --ca %s: no PEM certificate in the file", ca)
+		}
+		cl = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	resp, err := cl.Do(req)
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}

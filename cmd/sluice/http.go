@@ -28,7 +28,7 @@ func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string,
 	if err != nil {
 		return "", nil, err
 	}
-	return ln.Addr().String(), serveOn(ln, app, nil, log), nil
+	return ln.Addr().String(), serveOn(ln, app, nil, log, httpSecurity{}), nil
 }
 
 // listenHTTP binds addr (a port alone: on loopback), before the app exists,
@@ -62,16 +62,24 @@ func advertisable(ln net.Listener) string {
 
 // serveOn serves the endpoints on ln until the returned stop is called.
 // /metrics serves reg, on which app's client metrics may already be
-// registered (sluiceprom.ClientMetrics); nil: a registry of its own.
-func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log *slog.Logger) (stop func()) {
+// registered (sluiceprom.ClientMetrics); nil: a registry of its own. sec
+// says whether over TLS and behind which credentials.
+func serveOn(ln net.Listener, app *processor.App, reg *prometheus.Registry, log *slog.Logger, sec httpSecurity) (stop func()) {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(sluiceprom.NewCollector(app), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	life, end := context.WithCancel(context.Background()) // ends /instances' Kafka client with the server
-	serve.Register(mux, app, serve.Logger(log), serve.Metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), serve.Context(life))
+	serve.Register(mux, app, append([]serve.Opt{serve.Logger(log), serve.Metrics(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), serve.Context(life)}, sec.serveOpts()...)...)
+	sec.warnExposed(ln.Addr(), log)
+	ln = sec.listener(ln)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if sec.tls() {
+		// Failed handshakes (a client of another CA, plain HTTP) go to
+		// the instance's log, not to stderr unformatted.
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -51,7 +51,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	defer serveOn(ln, app, reg, slog.New(slog.DiscardHandler))()
+	defer serveOn(ln, app, reg, slog.New(slog.DiscardHandler), httpSecurity{})()
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := http.Get("http://" + addr + path)

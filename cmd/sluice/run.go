@@ -90,7 +90,7 @@ tasks and leaves the group.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if ln != nil {
-				defer serveOn(ln, app, reg, log)()
+				defer serveOn(ln, app, reg, log, cfg.HTTP)()
 				log.Info("http listening", "addr", ln.Addr().String(), "application.server", app.Endpoint())
 			}
 			log.Info("starting", "example", e.Name, "application.id", cfg.AppID, "guarantee", cfg.Guarantee.String())

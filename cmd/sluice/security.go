@@ -202,39 +202,48 @@ func (s security) saslMechanism() sasl.Mechanism {
 	}
 }
 
-// password reads sasl.password. Unlike resolver.str it does not trim: spaces
-// may be part of a password. Nested YAML puts sasl.password.file below
-// sasl.password, so a map there means the key itself is unset.
-func (r *resolver) password() string {
-	switch val := r.v.Get(keySASLPassword).(type) {
+// password reads sasl.password.
+func (r *resolver) password() string { return r.secretValue(keySASLPassword) }
+
+// secretValue reads a secret key (sasl.password, http.token). Unlike
+// resolver.str it does not trim: spaces may be part of a password. Nested
+// YAML puts sasl.password.file below sasl.password, so a map there means
+// the key itself is unset.
+func (r *resolver) secretValue(key string) string {
+	switch val := r.v.Get(key).(type) {
 	case nil:
 		return ""
 	case map[string]any:
 		return ""
 	case []any:
-		r.fail(keySASLPassword, val, errors.New("want a single value"))
+		r.fail(key, val, errors.New("want a single value"))
 		return ""
 	default:
 		s, err := cast.ToStringE(val)
 		if err != nil {
-			r.fail(keySASLPassword, val, errors.New("want a string"))
+			r.fail(key, val, errors.New("want a string"))
 		}
 		return s
 	}
 }
 
-// readPasswordFile returns the file's content without its line ending: a
-// file written by echo or an editor ends in one, and a Kubernetes secret
-// may or may not.
+// readPasswordFile reads sasl.password.file.
 func (r *resolver) readPasswordFile(path string) string {
+	return r.readSecretFile(keySASLPasswordFile, path)
+}
+
+// readSecretFile returns the content of the file that key names without
+// its line ending: a file written by echo or an editor ends in one, and a
+// Kubernetes secret may or may not.
+func (r *resolver) readSecretFile(key, path string) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		r.fail(keySASLPasswordFile, path, err)
+		r.fail(key, path, err)
 		return ""
 	}
 	pw := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
 	if pw == "" {
-		r.fail(keySASLPasswordFile, path, errors.New("the file is empty"))
+		r.fail(key, path, errors.New("the file is empty"))
 	}
 	return pw
 }

@@ -25,6 +25,11 @@ type Certs struct {
 	ServerKey  string
 	ClientCert string // for client authentication (mutual TLS)
 	ClientKey  string
+	// PeerCert is for both server and client authentication, for
+	// 127.0.0.1, ::1 and localhost: a sluice instance's HTTP server, whose
+	// queries forwarded to the other instances present it too.
+	PeerCert string
+	PeerKey  string
 }
 
 // certValidity is long enough for a development broker that runs for days,
@@ -32,9 +37,10 @@ type Certs struct {
 const certValidity = 30 * 24 * time.Hour
 
 // WriteCerts generates a fresh certificate authority, a server certificate
-// for the loopback addresses and a client certificate, and writes them to dir
-// as ca.pem, server.pem, server-key.pem, client.pem and client-key.pem (keys
-// readable by the owner only). Each call makes a new authority, so two
+// for the loopback addresses, a client certificate and a peer certificate
+// (both), and writes them to dir as ca.pem, server.pem, server-key.pem,
+// client.pem, client-key.pem, peer.pem and peer-key.pem (keys readable by
+// the owner only). Each call makes a new authority, so two
 // calls give two authorities that do not trust each other. It is for tests
 // and the development broker, never for production.
 func WriteCerts(dir string) (Certs, error) {
@@ -44,6 +50,8 @@ func WriteCerts(dir string) (Certs, error) {
 		ServerKey:  filepath.Join(dir, "server-key.pem"),
 		ClientCert: filepath.Join(dir, "client.pem"),
 		ClientKey:  filepath.Join(dir, "client-key.pem"),
+		PeerCert:   filepath.Join(dir, "peer.pem"),
+		PeerKey:    filepath.Join(dir, "peer-key.pem"),
 	}
 	// The clock is pushed back so that a peer whose clock is slightly
 	// behind still accepts the certificates.
@@ -87,6 +95,13 @@ func WriteCerts(dir string) (Certs, error) {
 			SerialNumber: big.NewInt(3),
 			Subject:      pkix.Name{CommonName: "sluice client"},
 			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}},
+		{c.PeerCert, c.PeerKey, &x509.Certificate{
+			SerialNumber: big.NewInt(4),
+			Subject:      pkix.Name{CommonName: "sluice instance"},
+			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+			DNSNames:     []string{"localhost"},
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		}},
 	}
 	for _, l := range leaves {
@@ -172,4 +187,24 @@ func (c Certs) Pool() (*x509.CertPool, error) {
 		return nil, errors.New("broker: CA: no PEM certificate in " + c.CA)
 	}
 	return pool, nil
+}
+
+// PeerTLS returns the TLS of a sluice instance's HTTP port that requires
+// the authority's client certificates: server presents the peer
+// certificate and verifies a client certificate when one is given
+// (tls.VerifyClientCertIfGiven, so that a probe without one reaches
+// /healthz); peer, for the instance's queries to the others, trusts the
+// authority and presents the peer certificate. pool holds the authority.
+func (c Certs) PeerTLS() (server, peer *tls.Config, pool *x509.CertPool, err error) {
+	pool, err = c.Pool()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	own, err := tls.LoadX509KeyPair(c.PeerCert, c.PeerKey)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("broker: peer certificate: %w", err)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{own}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	peer = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{own}, MinVersion: tls.VersionTLS12}
+	return server, peer, pool, nil
 }

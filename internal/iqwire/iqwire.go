@@ -2,6 +2,7 @@ package iqwire
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -77,15 +78,59 @@ func PathKey(key []byte) string {
 // maxBody bounds an answer read from another instance.
 const maxBody = 64 << 20
 
+// Peer is how one instance reaches the others' endpoints: over https when
+// they serve TLS (the client's transport then holds the TLS config: the CAs
+// that sign their certificates and the client certificate to present), and
+// with the bearer token they require, if any.
+type Peer struct {
+	Client *http.Client
+	TLS    bool
+	Token  string
+}
+
+// NewPeer returns the Peer that reaches the others with client, over https
+// with tlsCfg when it is not nil (set on a clone of the client's transport
+// when that is an *http.Transport, the default; another RoundTripper is
+// used as it is), presenting token when it is not empty.
+func NewPeer(client *http.Client, tlsCfg *tls.Config, token string) Peer {
+	p := Peer{Client: client, Token: token}
+	if tlsCfg == nil {
+		return p
+	}
+	p.TLS = true
+	var tr *http.Transport
+	switch rt := client.Transport.(type) {
+	case nil:
+		tr = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		tr = rt.Clone()
+	default:
+		return p
+	}
+	tr.TLSClientConfig = tlsCfg
+	cl := *client
+	cl.Transport = tr
+	p.Client = &cl
+	return p
+}
+
 // Get sends a query to the instance at endpoint (host:port) for uri (path
-// and query), marked as forwarded by self, and reads its answer.
-func Get(ctx context.Context, client *http.Client, endpoint, uri, self string) (code int, hdr http.Header, body []byte, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+uri, nil)
+// and query), with p's scheme and credentials, marked as forwarded by self,
+// and reads its answer.
+func (p Peer) Get(ctx context.Context, endpoint, uri, self string) (code int, hdr http.Header, body []byte, err error) {
+	scheme := "http://"
+	if p.TLS {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+endpoint+uri, nil)
 	if err != nil {
 		return 0, nil, nil, err
 	}
 	req.Header.Set(HeaderForwarded, self)
-	resp, err := client.Do(req)
+	if p.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.Token)
+	}
+	resp, err := p.Client.Do(req)
 	if err != nil {
 		return 0, nil, nil, err
 	}

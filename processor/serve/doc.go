@@ -11,5 +11,21 @@
 //
 // The paths and the JSON of every answer are a contract (README
 // "Interactive queries"). Instances reach each other at the endpoint each
-// advertises (processor.AdvertisedEndpoint), over plain HTTP.
+// advertises (processor.AdvertisedEndpoint), over plain HTTP unless
+// PeerTLS says https.
+//
+// The endpoints serve store contents, dead letters and metrics: behind
+// BearerToken, ClientCAs or both, every one of them except /healthz and
+// /readyz needs the credentials (a browser signs in at /login and carries
+// a cookie), and forwarded queries present them to the owner:
+//
+//	sec := []serve.Opt{serve.BearerToken(token), serve.ClientCAs(cas),
+//		serve.PeerTLS(&tls.Config{RootCAs: cas, Certificates: []tls.Certificate{own}})}
+//	serve.Register(mux, app, sec...)
+//	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{own},
+//		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: cas}}
+//	go srv.ServeTLS(ln, "", "")
+//
+// Guard puts a program's own endpoints on the same server behind the same
+// credentials.
 package serve

@@ -39,10 +39,10 @@ const (
 )
 
 type queryHandler struct {
-	app    *processor.App
-	log    *slog.Logger
-	client *http.Client
-	self   string // this instance in headerServedBy
+	app  *processor.App
+	log  *slog.Logger
+	peer iqwire.Peer // how forwarded queries reach the owners
+	self string      // this instance in headerServedBy
 }
 
 func newQueryHandler(app *processor.App, c config) *queryHandler {
@@ -50,7 +50,7 @@ func newQueryHandler(app *processor.App, c config) *queryHandler {
 	if self == "" {
 		self = "local"
 	}
-	return &queryHandler{app: app, log: c.log, self: self, client: c.client}
+	return &queryHandler{app: app, log: c.log, self: self, peer: c.peer()}
 }
 
 func (h *queryHandler) register(mux *http.ServeMux) {
@@ -248,6 +248,9 @@ func (h *queryHandler) forward(w http.ResponseWriter, r *http.Request, endpoint 
 		unavailable(w, fmt.Sprintf("owner %s: %v", endpoint, err))
 		return
 	}
+	if peerRefused(w, endpoint, code) {
+		return
+	}
 	for _, k := range []string{"Content-Type", "Retry-After", headerServedBy} {
 		if v := hdr.Get(k); v != "" {
 			w.Header().Set(k, v)
@@ -259,7 +262,7 @@ func (h *queryHandler) forward(w http.ResponseWriter, r *http.Request, endpoint 
 
 // get sends a forwarded GET to another instance.
 func (h *queryHandler) get(ctx context.Context, endpoint, uri string) (int, http.Header, []byte, error) {
-	return iqwire.Get(ctx, h.client, endpoint, uri, h.self)
+	return h.peer.Get(ctx, endpoint, uri, h.self)
 }
 
 // keys answers GET /stores/{store}/keys: a page of the store's keys in byte
@@ -409,6 +412,9 @@ func (h *queryHandler) fanOut(w http.ResponseWriter, r *http.Request, name strin
 	for res := range results {
 		if res.err != nil {
 			unavailable(w, fmt.Sprintf("owner %s: %v", res.from, res.err))
+			return
+		}
+		if peerRefused(w, res.from, res.code) {
 			return
 		}
 		if res.code != http.StatusOK {

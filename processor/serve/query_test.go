@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,9 +34,24 @@ type queryInstance struct {
 
 func startQueryInstance(t *testing.T, brokers []string, appID, stateDir, in, out string, extra ...processor.Opt) *queryInstance {
 	t.Helper()
+	return startServedInstance(t, brokers, appID, stateDir, in, out, served{}, extra...)
+}
+
+// served is how an instance serves: over TLS with tls (if not nil), with
+// the endpoints' options opts.
+type served struct {
+	tls  *tls.Config
+	opts []Opt
+}
+
+func startServedInstance(t *testing.T, brokers []string, appID, stateDir, in, out string, s served, extra ...processor.Opt) *queryInstance {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := append([]processor.Opt{
@@ -46,7 +62,7 @@ func startQueryInstance(t *testing.T, brokers []string, appID, stateDir, in, out
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopHTTP := serveOn(t, ln, app, log)
+	stopHTTP := serveOn(t, ln, app, log, s.opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
@@ -76,29 +92,48 @@ type reply struct {
 
 func httpGet(t *testing.T, addr, path string, hdr map[string]string) reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	resp, err := request(http.DefaultClient, "http://"+addr+path, hdr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return readReply(resp)
+}
+
+func readReply(resp *http.Response) reply {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, string(b), resp.Header.Get(headerServedBy), resp.Header.Get("Retry-After")}
+}
+
+// request GETs url with the headers hdr.
+func request(cl *http.Client, url string, hdr map[string]string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return reply{resp.StatusCode, string(b), resp.Header.Get(headerServedBy), resp.Header.Get("Retry-After")}
+	return cl.Do(req)
 }
 
 // getSettled retries a query while it answers 503 (a rebalance or restore
 // in progress), at most 200 times.
 func getSettled(t *testing.T, addr, path string) reply {
 	t.Helper()
+	return getSettledWith(t, http.DefaultClient, "http://"+addr+path, nil)
+}
+
+// getSettledWith is getSettled with a client, a full URL and headers.
+func getSettledWith(t *testing.T, cl *http.Client, url string, hdr map[string]string) reply {
+	t.Helper()
 	var r reply
 	for range 200 {
-		if r = httpGet(t, addr, path, nil); r.code != http.StatusServiceUnavailable {
+		resp, err := request(cl, url, hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r = readReply(resp); r.code != http.StatusServiceUnavailable {
 			return r
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -141,6 +176,23 @@ func waitFor(t *testing.T, what string, limit time.Duration, ok func() bool) {
 	}
 }
 
+// waitSpread waits until every instance is ready with some of the tasks,
+// total tasks in all.
+func waitSpread(t *testing.T, insts []*queryInstance, total int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the %d instances to share the %d tasks", len(insts), total), time.Minute, func() bool {
+		n := 0
+		for _, qi := range insts {
+			st := qi.app.Status()
+			if !st.Ready || len(st.Tasks) == 0 {
+				return false
+			}
+			n += len(st.Tasks)
+		}
+		return n == total
+	})
+}
+
 type keyReply struct {
 	Store     string          `json:"store"`
 	Partition int32           `json:"partition"`
@@ -180,17 +232,7 @@ func TestQueryRoutedAcrossThreeInstances(t *testing.T) {
 	}
 	// Settled: all three in the group, the 12 tasks (2 sub-topologies × 6)
 	// spread over them and restored.
-	waitFor(t, "the three instances to share the tasks", time.Minute, func() bool {
-		total := 0
-		for _, qi := range insts {
-			st := qi.app.Status()
-			if !st.Ready || len(st.Tasks) == 0 {
-				return false
-			}
-			total += len(st.Tasks)
-		}
-		return total == 12
-	})
+	waitSpread(t, insts, 12)
 	// Words with characters a URL must escape, and one of each count.
 	var lines []string
 	for i := range 300 {
@@ -393,10 +435,10 @@ func TestQueryRestoring503(t *testing.T) {
 
 // serveOn serves Register's endpoints on ln until the returned stop is
 // called, as cmd/sluice does.
-func serveOn(t *testing.T, ln net.Listener, app *processor.App, log *slog.Logger) (stop func()) {
+func serveOn(t *testing.T, ln net.Listener, app *processor.App, log *slog.Logger, opts ...Opt) (stop func()) {
 	t.Helper()
 	mux := http.NewServeMux()
-	Register(mux, app, Logger(log))
+	Register(mux, app, append([]Opt{Logger(log)}, opts...)...)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

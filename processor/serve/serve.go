@@ -23,6 +23,7 @@ type config struct {
 	client  *http.Client
 	metrics http.Handler
 	ctx     context.Context // Context; nil: none
+	auth    auth            // see auth.go
 }
 
 // Logger takes the logger queries that fail unexpectedly are reported to.
@@ -50,9 +51,14 @@ func newConfig(opts []Opt) config {
 
 // Register mounts every endpoint on mux: /healthz, /readyz, /tasks,
 // /topology, /instances (the group's instances, tasks and lag, from Kafka),
-// /metrics (with Metrics) and the interactive queries (RegisterQueries).
+// /metrics (with Metrics) and the interactive queries
+// (RegisterQueries). With BearerToken or ClientCAs they are mounted behind
+// the credentials (Guard), with /login, reached through the pattern "/" of
+// mux (which must then be free; more specific patterns of the program's
+// own stay its own).
 func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 	c := newConfig(opts)
+	mux = c.guarded(mux)
 	if c.metrics != nil {
 		mux.Handle("GET /metrics", c.metrics)
 	}
@@ -78,8 +84,11 @@ func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 //
 //	GET /stores/{store}/keys/{key}                      a key's value; of a window store, its windows (?from=&to=)
 //	GET /stores/{store}/keys?from=&to=&limit=&after=    a page of keys in byte order of their encoding
+//
+// With BearerToken or ClientCAs they are mounted behind the credentials.
 func RegisterQueries(mux *http.ServeMux, app *processor.App, opts ...Opt) {
-	newQueryHandler(app, newConfig(opts)).register(mux)
+	c := newConfig(opts)
+	newQueryHandler(app, c).register(c.guarded(mux))
 }
 
 // writeJSON writes v indented, as every endpoint answers.
