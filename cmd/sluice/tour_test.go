@@ -404,6 +404,11 @@ func tourPrerequisites(t *testing.T) string {
 		}
 		t.Skip("curl is not installed: install the Debian package curl to run the README tour")
 	}
+	if raceEnabled {
+		// CI's race step repeats cmd/...; the tour's sluice is a
+		// binary of its own, built without the detector.
+		t.Skip("the README tour runs a separate binary: nothing for the race detector")
+	}
 	if testing.Short() {
 		t.Skip("the README tour runs processes for ~30 s; not with -short")
 	}
@@ -414,9 +419,9 @@ func tourPrerequisites(t *testing.T) string {
 	return bin
 }
 
-// TestTour runs README's by-hand section as written.
-func TestTour(t *testing.T) {
-	bin := tourPrerequisites(t)
+// readmeTour returns README's by-hand section and its steps.
+func readmeTour(t *testing.T) (string, []tourStep) {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -429,6 +434,13 @@ func TestTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return section, steps
+}
+
+// TestTour runs README's by-hand section as written.
+func TestTour(t *testing.T) {
+	bin := tourPrerequisites(t)
+	section, steps := readmeTour(t)
 	terminals := map[int]bool{}
 	for _, s := range steps {
 		terminals[s.terminal] = true
@@ -493,18 +505,7 @@ func TestTourCheckerFails(t *testing.T) {
 // background terminal starts with a command before it is waited on or
 // interrupted, and the patterns match as the section says.
 func TestTourParse(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section, err := tourSection(string(readme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, err := parseTour(section)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, steps := readmeTour(t)
 	started := map[int]bool{}
 	for _, s := range steps {
 		if s.terminal > 1 && s.command == "" && !started[s.terminal] {
