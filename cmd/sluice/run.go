@@ -98,6 +98,9 @@ dead letters) are always the instance's to create.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cmd.Flags().Changed("partitions") && !createMissing {
+				return fmt.Errorf("run: --partitions %d is the partition count of the topics --create-topics creates; without it, it means nothing", partitions)
+			}
 			if err := ensureUserTopics(ctx, cmd.OutOrStdout(), cfg, app.Topology(), createMissing, partitions); err != nil {
 				return err
 			}

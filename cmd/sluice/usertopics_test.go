@@ -97,6 +97,9 @@ func TestRunCreateTopics(t *testing.T) {
 		t.Fatalf("topic create: %v\n%s", err, out)
 	}
 
+	if _, err := runSluice(testCtx(t), append(args, "--partitions", "3")...); err == nil || !strings.Contains(err.Error(), "--create-topics") {
+		t.Errorf("run --partitions without --create-topics: %v, want an error", err)
+	}
 	_, err := runSluice(testCtx(t), args...)
 	if err == nil {
 		t.Fatal("run with missing topics: no error")
