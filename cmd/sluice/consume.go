@@ -89,7 +89,7 @@ offsets of the records printed; by default no group and no commit.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.format, "format", "text", "`text` (KEY<TAB>VALUE) or json (one object per record)")
+	f.StringVar(&o.format, "format", "text", "output `format`: text (KEY<TAB>VALUE) or json (one object per record)")
 	f.BoolVar(&o.fromBeginning, "from-beginning", false, "start at the earliest offsets (default: only new records)")
 	f.Int64Var(&o.max, "max", 0, "stop after this many records, waiting for them (0: no limit)")
 	f.DurationVar(&o.idle, "idle-timeout", 0, "stop after this long without a record (0: never)")
