@@ -12,16 +12,7 @@ import (
 // SASL over mutual TLS through run's flags and SLUICE_SASL_PASSWORD, and a
 // wrong password is an error (soon, and without the password), not a hang.
 func TestProduceConsumeSecure(t *testing.T) {
-	certs := testCerts(t)
-	srv, err := certs.ServerTLS(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.Start(broker.Config{TLS: srv, Users: []broker.User{{Mechanism: broker.ScramSHA256, Name: "alice", Password: testPassword}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b, certs := startSecureBroker(t)
 	clearEnv(t)
 	sec := []string{"--brokers", strings.Join(b.Addrs(), ","), "--security-protocol", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-256",
 		"--sasl-username", "alice", "--ssl-ca", certs.CA, "--ssl-cert", certs.ClientCert, "--ssl-key", certs.ClientKey}
@@ -45,4 +36,21 @@ func TestProduceConsumeSecure(t *testing.T) {
 			t.Errorf("%s with a wrong password: %v after %v, want an error without the password", cmd[0], err, time.Since(start))
 		}
 	}
+}
+
+// startSecureBroker starts a broker that wants SCRAM-SHA-256 user alice
+// (testPassword) over mutual TLS with certs.
+func startSecureBroker(t *testing.T) (*broker.Broker, broker.Certs) {
+	t.Helper()
+	certs := testCerts(t)
+	srv, err := certs.ServerTLS(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.Start(broker.Config{TLS: srv, Users: []broker.User{{Mechanism: broker.ScramSHA256, Name: "alice", Password: testPassword}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, certs
 }
