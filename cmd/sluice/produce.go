@@ -67,7 +67,9 @@ prints how many it produced (on stderr). A line is:
 The newline (and a carriage return before it) is not part of the record;
 an empty line is a record with an empty value. Every line must be UTF-8
 and at most --max-line-bytes long: any other stops produce with an error
-naming the line's number, after the lines before it were delivered.`,
+naming the line's number, after the lines before it were delivered.
+Typing lines by hand, end them with Ctrl-D (end of input): Ctrl-C stops
+produce at once, without waiting for the last records.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.topic = args[0]
