@@ -63,12 +63,23 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		return fmt.Errorf("processor: list source topics: %w", err)
 	}
 	counts := map[string]int32{}
+	var missing []string
 	for _, t := range user {
 		d, ok := details[t]
 		if !ok || d.Err != nil {
-			return fatalError{fmt.Errorf("processor: source topic %q does not exist; create it first (sluice topic create %s --partitions N)", t, t)}
+			if !slices.Contains(missing, t) {
+				missing = append(missing, t)
+			}
+			continue
 		}
 		counts[t] = int32(len(d.Partitions))
+	}
+	// Every missing topic at once, so that a user creates them in one go.
+	switch {
+	case len(missing) == 1:
+		return fatalError{fmt.Errorf("processor: source topic %q does not exist; create it first (sluice topic create %s --partitions N)", missing[0], missing[0])}
+	case len(missing) > 1:
+		return fatalError{fmt.Errorf("processor: source topics %s do not exist; create them first (sluice topic create %s --partitions N)", strings.Join(missing, ", "), strings.Join(missing, " "))}
 	}
 	// Sub-topologies reading repartition topics get their width from the
 	// sub-topology writing them: iterate to a fixpoint.

@@ -108,6 +108,9 @@ then waits for every record to be acknowledged.`,
 				return fmt.Errorf("gen: %w", err)
 			}
 			defer cl.Close()
+			if err := checkTopicsExist(ctx, "gen", cl, o.topic); err != nil {
+				return err
+			}
 			return runGen(ctx, cmd.OutOrStdout(), cl, newBillGen(o), o)
 		},
 	}

@@ -300,7 +300,8 @@ type elsewhere struct {
 
 func (e elsewhere) Addr() net.Addr { return e.addr }
 
-// syncBuffer is a log destination safe for the server's goroutine.
+// syncBuffer is an output written by another goroutine or process (a
+// server's log, a background command of the tour) and read meanwhile.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer

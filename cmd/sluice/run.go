@@ -45,12 +45,21 @@ func exampleParams(cmd *cobra.Command, e examples.Example) map[string]string {
 }
 
 func newRunCmd() *cobra.Command {
+	var (
+		createMissing bool
+		partitions    int32
+	)
 	cmd := &cobra.Command{
 		Use:   "run <example>",
 		Short: "Run one instance of a built-in example (" + fmt.Sprint(examples.Names()) + ")",
 		Long: `Run one instance of a built-in example. Any number of instances with the
 same application id share the work; SIGINT or SIGTERM commits, closes the
-tasks and leaves the group.`,
+tasks and leaves the group.
+
+The example's input and output topics must exist: a missing one is named
+with the command that creates it. --create-topics creates the missing ones
+first (--partitions each); the internal topics (repartition, changelog,
+dead letters) are always the instance's to create.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := examples.Get(args[0])
@@ -89,6 +98,12 @@ tasks and leaves the group.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cmd.Flags().Changed("partitions") && !createMissing {
+				return fmt.Errorf("run: --partitions %d is the partition count of the topics --create-topics creates; without it, it means nothing", partitions)
+			}
+			if err := ensureUserTopics(ctx, cmd.OutOrStdout(), cfg, app.Topology(), createMissing, partitions); err != nil {
+				return err
+			}
 			if ln != nil {
 				defer serveOn(ln, app, reg, log, cfg.HTTP)()
 				log.Info("http listening", "addr", ln.Addr().String(), "application.server", app.Endpoint())
@@ -97,6 +112,8 @@ tasks and leaves the group.`,
 			return app.Run(ctx)
 		},
 	}
+	cmd.Flags().BoolVar(&createMissing, "create-topics", false, "create the example's missing input and output topics before starting")
+	cmd.Flags().Int32Var(&partitions, "partitions", 4, "with --create-topics: partitions of each topic created")
 	addAppFlags(cmd)
 	addExampleFlags(cmd)
 	return cmd

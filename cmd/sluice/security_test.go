@@ -272,16 +272,7 @@ func TestConfigCommandMasksPassword(t *testing.T) {
 // (clientOpts) and the processor's (opts) both get through, and a wrong
 // password configured the same way is refused.
 func TestSecureConfigAgainstBroker(t *testing.T) {
-	certs := testCerts(t)
-	srv, err := certs.ServerTLS(true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := broker.Start(broker.Config{TLS: srv, Users: []broker.User{{Mechanism: broker.ScramSHA256, Name: "alice", Password: testPassword}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b, certs := startSecureBroker(t)
 	load := func(t *testing.T, password string) appConfig {
 		t.Helper()
 		clearEnv(t)

@@ -143,7 +143,7 @@ func createTopics(ctx context.Context, w io.Writer, adm *kadm.Client, partitions
 		case r.Err != nil:
 			errs = append(errs, fmt.Errorf("topic create: %s: %w%s", name, r.Err, detail(r.ErrMessage)))
 		default:
-			fmt.Fprintf(w, "created topic %s (%d partitions)\n", name, partitions)
+			fmt.Fprintf(w, "created topic %s (%d partition%s)\n", name, partitions, plural(int64(partitions)))
 		}
 	}
 	return errors.Join(errs...)
