@@ -126,7 +126,7 @@ func (m *MariaDB) start(ctx context.Context) error {
 	args := append([]string{"--no-defaults", "--datadir=" + m.data,
 		"--port=" + strconv.Itoa(m.port), "--bind-address=127.0.0.1", "--socket=" + m.sock,
 		"--pid-file=" + filepath.Join(m.dir, "mysqld.pid"), "--log-error=" + m.log,
-		"--skip-name-resolve", "--max-connections=300",
+		"--skip-name-resolve", "--max-connections=300", "--character-set-server=utf8mb4",
 		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=32M",
 		"--innodb-flush-log-at-trx-commit=1", // prepared XA transactions must survive Crash
 	}, m.userArgs()...)
@@ -151,6 +151,10 @@ func (m *MariaDB) start(ctx context.Context) error {
 	m.mu.Unlock()
 	return nil
 }
+
+// RootDSN is root's DSN on the server's unix socket: administration
+// sessions that KillConnections(ctx, MariaDBUser) spares.
+func (m *MariaDB) RootDSN() string { return m.rootDSN() }
 
 func (m *MariaDB) rootDSN() string {
 	c := mysql.NewConfig()

@@ -1,0 +1,410 @@
+package sluicemysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sluice-streams/sluice/internal/sqlsink"
+	"github.com/sluice-streams/sluice/plugin/sluicedb"
+	"github.com/sluice-streams/sluice/sink"
+)
+
+// Sink writes records into one MySQL or MariaDB table. It is safe for
+// concurrent use.
+type Sink[K, V any] struct {
+	db      *sql.DB
+	url     sluicedb.URL
+	w       *sqlsink.Writer[K, V]
+	offsets sqlsink.Offsets
+
+	offMu   sync.Mutex
+	offDone bool
+
+	// beforePrepare, set by tests, runs between XA END and XA PREPARE.
+	beforePrepare func()
+}
+
+var (
+	_ sink.Participant[string, string] = (*Sink[string, string])(nil)
+	_ sink.Idempotent[string, string]  = (*Sink[string, string])(nil)
+)
+
+// Opt configures New.
+type Opt func(*config)
+
+type config struct {
+	offsetsTable string
+	maxRows      int
+	maxConns     int
+}
+
+// OffsetsTable names offsets mode's coordinates table (default
+// sluice_sink_offsets).
+func OffsetsTable(name string) Opt { return func(c *config) { c.offsetsTable = name } }
+
+// MaxRows bounds the rows of one statement (default 1000).
+func MaxRows(n int) Opt { return func(c *config) { c.maxRows = n } }
+
+// MaxConns bounds the open connections (default: database/sql's, none).
+func MaxConns(n int) Opt { return func(c *config) { c.maxConns = n } }
+
+func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
+
+var dialect = sqlsink.Dialect{
+	Name:        "sluicemysql",
+	Quote:       quote,
+	Placeholder: func(int) string { return "?" },
+	OnConflict:  func(string) string { return " ON DUPLICATE KEY UPDATE " },
+	Excluded:    func(col string) string { return "VALUES(" + col + ")" },
+	MaxParams:   65535,
+	Classify:    classify,
+}
+
+// dataErrors are server errors about a row's values whose SQLSTATE is not
+// of class 22 or 23 (MySQL gives several HY000).
+var dataErrors = []uint16{
+	1048, // column cannot be null
+	1062, // duplicate entry
+	1264, // out of range
+	1265, // data truncated
+	1292, // incorrect value
+	1364, // field has no default
+	1366, // incorrect string or integer value
+	1406, // data too long
+	1451, // a foreign key's parent row
+	1452, // a foreign key's child row
+	1690, // value out of range
+	3819, // check constraint (MySQL)
+	4025, // check constraint (MariaDB)
+}
+
+// connErrors are server errors that end the session.
+var connErrors = []uint16{
+	1053, // server shutdown in progress
+	1927, // connection was killed (KILL CONNECTION)
+	4031, // disconnected for inactivity
+}
+
+func classify(err error) (sqlsink.Class, string, string) {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		code := strconv.Itoa(int(me.Number))
+		state := string(me.SQLState[:])
+		switch {
+		case strings.HasPrefix(state, "22"), strings.HasPrefix(state, "23"), slices.Contains(dataErrors, me.Number):
+			return sqlsink.Data, code, me.Message
+		case strings.HasPrefix(state, "08"), slices.Contains(connErrors, me.Number):
+			return sqlsink.Conn, code, me.Message
+		}
+		return sqlsink.Other, code, me.Message
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return sqlsink.Other, "", err.Error()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return sqlsink.Conn, "", err.Error()
+	}
+	if errors.Is(err, mysql.ErrPktTooLarge) {
+		return sqlsink.Other, "", err.Error()
+	}
+	// The driver's other errors without a server error are about the
+	// connection (a broken packet sequence, a busy buffer).
+	return sqlsink.Conn, "", err.Error()
+}
+
+// New connects to the database rawURL names (see sluicedb.ParseURL; its
+// query parameters are go-sql-driver/mysql's DSN parameters, e.g. tls) and
+// returns a sink of table t's rows, after creating the table when t.Create
+// is set. A database it cannot reach is an error naming the URL without
+// its password.
+func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], opts ...Opt) (*Sink[K, V], error) {
+	cfg := config{offsetsTable: sqlsink.DefaultOffsetsTable}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	u, err := sluicedb.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "mysql" {
+		return nil, fmt.Errorf("sluicemysql: %s is not a mysql:// URL", u.Redacted())
+	}
+	mc, err := driverConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	w, err := sqlsink.New(t, dialect, cfg.maxRows)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(mc)
+	if err != nil {
+		return nil, fmt.Errorf("sluicemysql: %s: %w", u.Redacted(), err)
+	}
+	db := sql.OpenDB(conn)
+	if cfg.maxConns > 0 {
+		db.SetMaxOpenConns(cfg.maxConns)
+	}
+	s := &Sink[K, V]{db: db, url: u, w: w, offsets: sqlsink.NewOffsets(dialect, cfg.offsetsTable)}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sluicemysql: connect to %s: %w: %w", u.Redacted(), sluicedb.ErrConnection, err)
+	}
+	if t.Create {
+		if _, err := db.ExecContext(ctx, w.CreateSQL()); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sluicemysql: create table %s: %w", t.Name, err)
+		}
+	}
+	return s, nil
+}
+
+// driverConfig is u in the driver's terms, with interpolateParams on so
+// that a statement with arguments is one round trip rather than three
+// (prepare, execute, close).
+func driverConfig(u sluicedb.URL) (*mysql.Config, error) {
+	mc := mysql.NewConfig()
+	if len(u.Params) > 0 {
+		p, err := mysql.ParseDSN("/?" + u.Params.Encode())
+		if err != nil {
+			return nil, fmt.Errorf("sluicemysql: the parameters of %s: %w", u.Redacted(), err)
+		}
+		mc = p
+	}
+	mc.User, mc.Passwd, mc.Net, mc.DBName = u.User, u.Password, "tcp", u.Database
+	mc.Addr = net.JoinHostPort(u.Host, strconv.Itoa(u.Port))
+	if !u.Params.Has("interpolateParams") {
+		mc.InterpolateParams = true
+	}
+	return mc, nil
+}
+
+// Close closes the connection pool.
+func (s *Sink[K, V]) Close() error { return s.db.Close() }
+
+// DB is the sink's connection pool, for reads beside it.
+func (s *Sink[K, V]) DB() *sql.DB { return s.db }
+
+func checkXID(xid string) error {
+	if xid == "" || len(xid) > sink.MaxXIDLength {
+		return fmt.Errorf("sluicemysql: transaction id %q: want 1 to %d bytes", xid, sink.MaxXIDLength)
+	}
+	for _, c := range []byte(xid) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("sluicemysql: transaction id %q: only ASCII letters, digits, '-', '_' and '.'", xid)
+		}
+	}
+	return nil
+}
+
+type connExec struct{ c *sql.Conn }
+
+func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := e.c.ExecContext(ctx, q, args...)
+	return err
+}
+
+// Prepare writes records in a new XA transaction and prepares it as xid.
+func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Record[K, V]) error {
+	if err := checkXID(xid); err != nil {
+		return err
+	}
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sluicemysql: prepare %s: %w: %w", xid, sluicedb.ErrConnection, err)
+	}
+	// The session is closed, never reused: a prepared XA transaction stays
+	// attached to it, and closing an unprepared one rolls it back, so that
+	// a failed Prepare leaves nothing.
+	defer func() {
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		_ = c.Close()
+	}()
+	ex := connExec{c}
+	lit := "'" + xid + "'"
+	if err := ex.Exec(ctx, "XA START "+lit); err != nil {
+		return fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
+	}
+	if err := s.w.Write(ctx, ex, records); err != nil {
+		if sqlsink.IsData(err) {
+			_ = ex.Exec(ctx, "XA END "+lit)
+			_ = ex.Exec(ctx, "XA ROLLBACK "+lit)
+			return s.locate(ctx, records, err)
+		}
+		return err
+	}
+	if err := ex.Exec(ctx, "XA END "+lit); err != nil {
+		return fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
+	}
+	if s.beforePrepare != nil {
+		s.beforePrepare()
+	}
+	if err := ex.Exec(ctx, "XA PREPARE "+lit); err != nil {
+		return s.unprepare(ctx, xid, fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err)))
+	}
+	return nil
+}
+
+// unprepare rolls back xid in case XA PREPARE reached the server but its
+// answer was lost. If the server cannot be reached, the transaction may
+// remain prepared; the runtime's recovery removes it.
+func (s *Sink[K, V]) unprepare(ctx context.Context, xid string, cause error) error {
+	err := s.RollbackPrepared(context.WithoutCancel(ctx), xid)
+	if err == nil || errors.Is(err, sink.ErrNotPrepared) {
+		return cause
+	}
+	return fmt.Errorf("%w (and it may remain prepared: %v)", cause, err)
+}
+
+func (s *Sink[K, V]) locate(ctx context.Context, records []sink.Record[K, V], cause error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return cause
+	}
+	defer tx.Rollback()
+	return s.w.Locate(ctx, txExec{tx}, records, cause)
+}
+
+func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
+	if err := checkXID(xid); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, verb+" '"+xid+"'")
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1397 { // XAER_NOTA
+		return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, sink.ErrNotPrepared)
+	}
+	return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, s.w.Classify(err))
+}
+
+// CommitPrepared commits the prepared XA transaction xid.
+func (s *Sink[K, V]) CommitPrepared(ctx context.Context, xid string) error {
+	return s.resolve(ctx, "XA COMMIT", xid)
+}
+
+// RollbackPrepared rolls back the prepared XA transaction xid.
+func (s *Sink[K, V]) RollbackPrepared(ctx context.Context, xid string) error {
+	return s.resolve(ctx, "XA ROLLBACK", xid)
+}
+
+// Prepared lists the XA transactions prepared on the server under an id
+// (gtrid) starting with prefix.
+func (s *Sink[K, V]) Prepared(ctx context.Context, prefix string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, "XA RECOVER")
+	if err != nil {
+		return nil, fmt.Errorf("sluicemysql: xa recover: %w", s.w.Classify(err))
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var format, glen, blen int
+		var data []byte
+		if err := rows.Scan(&format, &glen, &blen, &data); err != nil {
+			return nil, fmt.Errorf("sluicemysql: xa recover: %w", err)
+		}
+		if glen > len(data) {
+			glen = len(data)
+		}
+		if id := string(data[:glen]); blen == 0 && strings.HasPrefix(id, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluicemysql: xa recover: %w", s.w.Classify(err))
+	}
+	return ids, nil
+}
+
+type txExec struct{ tx *sql.Tx }
+
+func (e txExec) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := e.tx.ExecContext(ctx, q, args...)
+	return err
+}
+
+func (e txExec) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
+	return pairs(e.tx.QueryContext(ctx, q, args...))
+}
+
+func pairs(rows *sql.Rows, err error) (map[int32]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int32]int64{}
+	for rows.Next() {
+		var p int32
+		var n int64
+		if err := rows.Scan(&p, &n); err != nil {
+			return nil, err
+		}
+		out[p] = n
+	}
+	return out, rows.Err()
+}
+
+func (s *Sink[K, V]) ensureOffsets(ctx context.Context) error {
+	s.offMu.Lock()
+	defer s.offMu.Unlock()
+	if s.offDone {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, s.offsets.CreateSQL()); err != nil {
+		return fmt.Errorf("sluicemysql: create the offsets table: %w", s.w.Classify(err))
+	}
+	s.offDone = true
+	return nil
+}
+
+// Offsets returns the next offset to write of each partition of topic that
+// sink stored.
+func (s *Sink[K, V]) Offsets(ctx context.Context, sinkName, topic string) (map[int32]int64, error) {
+	if err := s.ensureOffsets(ctx); err != nil {
+		return nil, err
+	}
+	q, args := s.offsets.ReadSQL(sinkName, topic)
+	out, err := pairs(s.db.QueryContext(ctx, q, args...))
+	if err != nil {
+		return nil, fmt.Errorf("sluicemysql: read offsets: %w", s.w.Classify(err))
+	}
+	return out, nil
+}
+
+// Write stores records and next in one transaction, skipping records below
+// their partition's stored next offset.
+func (s *Sink[K, V]) Write(ctx context.Context, sinkName, topic string, records []sink.Record[K, V], next map[int32]int64) error {
+	if err := s.ensureOffsets(ctx); err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sluicemysql: begin: %w", s.w.Classify(err))
+	}
+	kept, idx, err := sqlsink.Write(ctx, txExec{tx}, s.w, s.offsets, sinkName, topic, records, next)
+	if err != nil {
+		_ = tx.Rollback()
+		if sqlsink.IsData(err) {
+			return sqlsink.Reindex(s.locate(ctx, kept, err), idx)
+		}
+		return sqlsink.Reindex(err, idx)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sluicemysql: commit: %w", s.w.Classify(err))
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package sluicepg
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sluice-streams/sluice/internal/sqlsink/sqlsinktest"
+	"github.com/sluice-streams/sluice/internal/testdb"
+	"github.com/sluice-streams/sluice/plugin/sluicedb"
+)
+
+// appName marks the sink's sessions, the ones the suite terminates.
+const appName = "sluicepg-test-sink"
+
+type bill = sqlsinktest.Bill
+
+func harness(t *testing.T) *sqlsinktest.Harness {
+	pg := testdb.StartPostgres(t)
+	pool, err := pgxpool.New(context.Background(), pg.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { reader.Close(); pool.Close() })
+	return &sqlsinktest.Harness{
+		URL: pg.URL() + "&application_name=" + appName,
+		Open: func(ctx context.Context, url string, t sluicedb.Table[string, *bill]) (sqlsinktest.Sink, error) {
+			return New(ctx, url, t)
+		},
+		Close:   func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
+		Hook:    func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
+		Reader:  reader,
+		Restart: pg.Restart,
+		Crash:   pg.Crash,
+		Kill:    func(ctx context.Context) (int, error) { return pg.TerminateSessions(ctx, appName) },
+		Text:    func(n int) string { return "varchar(" + strconv.Itoa(n) + ")" },
+		Int:     "bigint",
+		Bytes:   "bytea",
+	}
+}
+
+func TestSuite(t *testing.T) { sqlsinktest.Run(t, harness(t)) }
