@@ -152,16 +152,9 @@ func (w *Writer[K, V]) plan(recs []sink.Record[K, V]) (dels, rows []op, err erro
 		o := op{idx: i}
 		if w.t.Deleted != nil && w.t.Deleted(r) {
 			o.del = true
-			if w.t.Key != nil {
-				o.vals, err = w.t.Key(r)
-				if err == nil && len(o.vals) != len(w.keys) {
-					err = fmt.Errorf("Key returned %d values for %d key columns", len(o.vals), len(w.keys))
-				}
-			} else {
-				var row []any
-				if row, err = w.row(r); err == nil {
-					o.vals = pick(row, w.keyIdx)
-				}
+			o.vals, err = w.t.Key(r)
+			if err == nil && len(o.vals) != len(w.keys) {
+				err = fmt.Errorf("Key returned %d values for %d key columns", len(o.vals), len(w.keys))
 			}
 		} else {
 			o.vals, err = w.row(r)

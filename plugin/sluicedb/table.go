@@ -44,8 +44,8 @@ type Table[K, V any] struct {
 	Row func(sink.Record[K, V]) ([]any, error)
 	// Deleted reports a tombstone. Nil: no record is one.
 	Deleted func(sink.Record[K, V]) bool
-	// Key returns the values of PrimaryKey for a tombstone. Nil: the
-	// PrimaryKey columns of Row's values.
+	// Key returns the values of PrimaryKey for a tombstone (Row is not
+	// called for one: its value is usually empty). Required with Deleted.
 	Key func(sink.Record[K, V]) ([]any, error)
 	// Create creates the table (CREATE TABLE IF NOT EXISTS, with Columns'
 	// types and the primary key) when the sink opens.
@@ -79,8 +79,11 @@ func (t Table[K, V]) Validate() error {
 			errs = append(errs, fmt.Errorf("%w: table %q: primary key column %q is not among Columns", ErrTable, t.Name, k))
 		}
 	}
-	if t.Deleted != nil && len(t.PrimaryKey) == 0 {
-		errs = append(errs, fmt.Errorf("%w: table %q: deleting tombstones needs a PrimaryKey", ErrTable, t.Name))
+	if t.Deleted != nil && (len(t.PrimaryKey) == 0 || t.Key == nil) {
+		errs = append(errs, fmt.Errorf("%w: table %q: deleting tombstones needs a PrimaryKey and a Key function", ErrTable, t.Name))
+	}
+	if t.Insert && t.Deleted != nil {
+		errs = append(errs, fmt.Errorf("%w: table %q: Insert and Deleted: a mirrored table upserts", ErrTable, t.Name))
 	}
 	if t.Insert && len(t.PrimaryKey) == 0 {
 		errs = append(errs, fmt.Errorf("%w: table %q: Insert is for a table with a PrimaryKey (without one, every record is inserted)", ErrTable, t.Name))

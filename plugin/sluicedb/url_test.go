@@ -68,6 +68,9 @@ func TestValidate(t *testing.T) {
 		{Name: "t", Columns: []Column{{Name: "k"}}, Row: ok.Row, Deleted: func(recT) bool { return false }},
 		{Name: "t", Columns: []Column{{Name: "k"}}, Row: ok.Row, Create: true},
 		{Name: "t", Columns: []Column{{Name: "k"}}, Row: ok.Row, Insert: true},
+		{Name: "t", Columns: []Column{{Name: "k"}}, PrimaryKey: []string{"k"}, Row: ok.Row, Deleted: func(recT) bool { return false }},
+		{Name: "t", Columns: []Column{{Name: "k"}}, PrimaryKey: []string{"k"}, Row: ok.Row, Insert: true,
+			Deleted: func(recT) bool { return false }, Key: func(recT) ([]any, error) { return nil, nil }},
 	}
 	for i, b := range bad {
 		if err := b.Validate(); !errors.Is(err, ErrTable) {

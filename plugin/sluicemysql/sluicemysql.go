@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -277,19 +278,48 @@ func (s *Sink[K, V]) locate(ctx context.Context, records []sink.Record[K, V], ca
 	return s.w.Locate(ctx, txExec{tx}, records, cause)
 }
 
+// ErrAttached is wrapped by CommitPrepared and RollbackPrepared when the
+// transaction is prepared but still attached to the session that prepared
+// it (MySQL and MariaDB answer XAER_NOTA to every other session until that
+// one ends): retry later. Prepare closes its session right after XA
+// PREPARE, so this lasts milliseconds, unless that process froze between
+// the two.
+var ErrAttached = errors.New("sluicemysql: the transaction is prepared but still attached to another session")
+
 func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
 	if err := checkXID(xid); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, verb+" '"+xid+"'")
-	if err == nil {
-		return nil
+	wait := 5 * time.Millisecond
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := s.db.ExecContext(ctx, verb+" '"+xid+"'")
+		if err == nil {
+			return nil
+		}
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) || me.Number != 1397 { // XAER_NOTA
+			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, s.w.Classify(err))
+		}
+		// XAER_NOTA: not prepared, or prepared and attached to a session
+		// that has not ended yet; XA RECOVER lists the second.
+		ids, rerr := s.Prepared(ctx, xid)
+		if rerr != nil {
+			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, rerr)
+		}
+		if !slices.Contains(ids, xid) {
+			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, sink.ErrNotPrepared)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, ErrAttached)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sluicemysql: %s %s: %w (%w)", strings.ToLower(verb), xid, ErrAttached, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
 	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1397 { // XAER_NOTA
-		return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, sink.ErrNotPrepared)
-	}
-	return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, s.w.Classify(err))
 }
 
 // CommitPrepared commits the prepared XA transaction xid.

@@ -18,7 +18,7 @@ const appName = "sluicepg-test-sink"
 
 type bill = sqlsinktest.Bill
 
-func harness(t *testing.T) *sqlsinktest.Harness {
+func harness(t testing.TB) *sqlsinktest.Harness {
 	pg := testdb.StartPostgres(t)
 	pool, err := pgxpool.New(context.Background(), pg.URL())
 	if err != nil {
@@ -28,8 +28,8 @@ func harness(t *testing.T) *sqlsinktest.Harness {
 	t.Cleanup(func() { reader.Close(); pool.Close() })
 	return &sqlsinktest.Harness{
 		URL: pg.URL() + "&application_name=" + appName,
-		Open: func(ctx context.Context, url string, t sluicedb.Table[string, *bill]) (sqlsinktest.Sink, error) {
-			return New(ctx, url, t)
+		Open: func(ctx context.Context, url string, t sluicedb.Table[string, *bill], maxRows int) (sqlsinktest.Sink, error) {
+			return New(ctx, url, t, MaxRows(maxRows))
 		},
 		Close:   func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
 		Hook:    func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
@@ -44,3 +44,9 @@ func harness(t *testing.T) *sqlsinktest.Harness {
 }
 
 func TestSuite(t *testing.T) { sqlsinktest.Run(t, harness(t)) }
+
+// The benchmarks: a batch of 1000 rows per operation, through each mode;
+// RowPerStatement is the round-trip-per-row baseline batching avoids.
+func BenchmarkTwoPhase(b *testing.B)        { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 0) }
+func BenchmarkOffsets(b *testing.B)         { sqlsinktest.Bench(b, harness(b), "offsets", 1000, 0) }
+func BenchmarkRowPerStatement(b *testing.B) { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 1) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,8 +34,9 @@ type Sink interface {
 type Harness struct {
 	// URL is the sink's database; the sink's sessions are those Kill ends.
 	URL string
-	// Open returns a sink of t at url.
-	Open func(ctx context.Context, url string, t sluicedb.Table[string, *Bill]) (Sink, error)
+	// Open returns a sink of t at url, with at most maxRows rows per
+	// statement (0: the adapter's default).
+	Open func(ctx context.Context, url string, t sluicedb.Table[string, *Bill], maxRows int) (Sink, error)
 	// Close closes a sink.
 	Close func(Sink)
 	// Hook sets the function the sink runs right before it prepares.
@@ -62,10 +64,17 @@ func unique(prefix string) string {
 
 // billsTable is insert-only: no key, so a duplicate shows.
 func (h *Harness) billsTable(name string) sluicedb.Table[string, *Bill] {
+	return BillsTable(name, h.Text(64), h.Int)
+}
+
+// BillsTable is the suite's insert-only table: bill_id (text, 64),
+// account (text, 16), cents (int, not negative), src_offset.
+func BillsTable(name, text64, integer string) sluicedb.Table[string, *Bill] {
+	text16 := strings.Replace(text64, "64", "16", 1)
 	return sluicedb.Table[string, *Bill]{
 		Name: name,
-		Columns: []sluicedb.Column{{Name: "bill_id", Type: h.Text(64) + " NOT NULL"}, {Name: "account", Type: h.Text(16) + " NOT NULL"},
-			{Name: "cents", Type: h.Int + " NOT NULL CHECK (cents >= 0)"}, {Name: "src_offset", Type: h.Int}},
+		Columns: []sluicedb.Column{{Name: "bill_id", Type: text64 + " NOT NULL"}, {Name: "account", Type: text16 + " NOT NULL"},
+			{Name: "cents", Type: integer + " NOT NULL CHECK (cents >= 0)"}, {Name: "src_offset", Type: integer}},
 		Row: func(r sink.Record[string, *Bill]) ([]any, error) {
 			return []any{r.Key, r.Value.Account, r.Value.Cents, r.Offset}, nil
 		},
@@ -101,7 +110,7 @@ func bills(topic string, from, n int) []sink.Record[string, *Bill] {
 
 func (h *Harness) open(t *testing.T, ctx context.Context, tbl sluicedb.Table[string, *Bill]) Sink {
 	t.Helper()
-	s, err := h.Open(ctx, h.URL, tbl)
+	s, err := h.Open(ctx, h.URL, tbl, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,6 +163,100 @@ func Run(t *testing.T, h *Harness) {
 	t.Run("Rejected", h.testRejected)
 	t.Run("Adversarial", h.testAdversarial)
 	t.Run("Unreachable", h.testUnreachable)
+	t.Run("Concurrent", h.testConcurrent)
+}
+
+// testConcurrent: writers racing on one sink's partitions (a zombie and
+// its successor replaying the same committed output) write each record
+// once, and prepares of several tasks at once do not mix.
+func (h *Harness) testConcurrent(t *testing.T) {
+	ctx := ctxFor(t)
+	table := unique("bills")
+	s := h.open(t, ctx, h.billsTable(table))
+	name := unique("sink")
+	const writers, batches, per = 4, 12, 50
+	errs := make(chan error, writers*2)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for b := range batches {
+				recs := bills("out", b*per, per)
+				next := map[int32]int64{}
+				for _, r := range recs {
+					next[r.Partition] = max(next[r.Partition], r.Offset+1)
+				}
+				if err := retry(ctx, func() error { return s.Write(ctx, name, "out", recs, next) }); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	prefix := unique("conc") + "-"
+	for w := range writers {
+		wg.Go(func() {
+			for b := range batches {
+				xid := fmt.Sprintf("%s%d-%d", prefix, w, b)
+				if err := s.Prepare(ctx, xid, bills("in", 100000+(w*batches+b)*per, per)); err != nil {
+					errs <- err
+					return
+				}
+				if err := s.CommitPrepared(ctx, xid); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := batches*per + writers*batches*per
+	if rows, distinct := h.count(t, ctx, table); rows != want || distinct != want {
+		t.Fatalf("%d rows, %d distinct; want %d exactly once", rows, distinct, want)
+	}
+	if ids := h.prepared(t, ctx, s, prefix); len(ids) != 0 {
+		t.Fatalf("left prepared: %v", ids)
+	}
+}
+
+// Bench measures one batch of n rows per operation, in mode "two_phase"
+// (Prepare and CommitPrepared) or "offsets" (Write), maxRows per
+// statement.
+func Bench(b *testing.B, h *Harness, mode string, n, maxRows int) {
+	ctx := context.Background()
+	table := unique("bench")
+	s, err := h.Open(ctx, h.URL, h.billsTable(table), maxRows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(s)
+	name := unique("sink")
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		recs := bills("t", i*n, n)
+		switch mode {
+		case "two_phase":
+			xid := fmt.Sprintf("%s-%d", table, i)
+			if err := s.Prepare(ctx, xid, recs); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.CommitPrepared(ctx, xid); err != nil {
+				b.Fatal(err)
+			}
+		default:
+			next := map[int32]int64{}
+			for _, r := range recs {
+				next[r.Partition] = max(next[r.Partition], r.Offset+1)
+			}
+			if err := s.Write(ctx, name, "t", recs, next); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
 }
 
 func ctxFor(t *testing.T) context.Context {
@@ -576,7 +679,7 @@ func (h *Harness) testUnreachable(t *testing.T) {
 		j := strings.LastIndex(url[:i], ":")
 		url = url[:j+1] + secret + url[i:]
 	}
-	_, err = h.Open(ctx, url, h.billsTable("never"))
+	_, err = h.Open(ctx, url, h.billsTable("never"), 0)
 	if err == nil {
 		t.Skip("something listens at " + url)
 	}
