@@ -32,6 +32,10 @@ type MariaDB struct {
 	proc *process
 }
 
+// mariadbDirs are searched after PATH (a variable for the test of a
+// missing server).
+var mariadbDirs = []string{"/usr/sbin", "/usr/bin", "/usr/local/mysql/bin"}
+
 // MariaDBUser is the user, with every privilege, that URL and DSN name. The
 // package's own administration goes through root on the unix socket, so
 // that KillConnections(ctx, MariaDBUser) spares it.
@@ -60,7 +64,7 @@ func StartMariaDB(tb testing.TB) *MariaDB {
 // starts mariadbd on it. Stop it with Stop. It wraps ErrMissing when
 // mariadbd or mariadb-install-db is not installed.
 func NewMariaDB(ctx context.Context) (*MariaDB, error) {
-	dirs := []string{"/usr/sbin", "/usr/bin", "/usr/local/mysql/bin"}
+	dirs := mariadbDirs
 	server := lookBin(dirs, "mariadbd", "mysqld")
 	install := lookBin(dirs, "mariadb-install-db", "mysql_install_db")
 	if server == "" || install == "" {

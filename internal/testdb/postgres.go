@@ -33,6 +33,10 @@ type Postgres struct {
 	proc *process // nil while stopped
 }
 
+// postgresDirs are searched after PATH (a variable for the test of a
+// missing server).
+var postgresDirs = []string{"/usr/lib/postgresql/*/bin"}
+
 // PostgresUser is the superuser every Postgres server has.
 const PostgresUser = "sluice"
 
@@ -56,7 +60,7 @@ func StartPostgres(tb testing.TB) *Postgres {
 // starts a server on it, with max_prepared_transactions = 64. Stop it with
 // Stop. It wraps ErrMissing when initdb or postgres is not installed.
 func NewPostgres(ctx context.Context) (*Postgres, error) {
-	initdb := lookBin([]string{"/usr/lib/postgresql/*/bin"}, "initdb")
+	initdb := lookBin(postgresDirs, "initdb")
 	if initdb != "" {
 		// initdb finds postgres beside itself; /usr/local/bin may hold a
 		// symbolic link to the real directory.

@@ -3,8 +3,10 @@ package testdb
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,5 +191,37 @@ func TestRequired(t *testing.T) {
 	t.Setenv("SLUICE_REQUIRE_DB", "1")
 	if !Required() {
 		t.Fatal("not Required under SLUICE_REQUIRE_DB=1")
+	}
+}
+
+// TestMissing: with no binaries to be found, the servers' constructors
+// wrap ErrMissing naming the package, and Start* skips (CI unset); the
+// control is every other test here, which finds them.
+func TestMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CI", "")
+	t.Setenv("SLUICE_REQUIRE_DB", "")
+	pd, md := postgresDirs, mariadbDirs
+	postgresDirs, mariadbDirs = []string{t.TempDir()}, []string{t.TempDir()}
+	defer func() { postgresDirs, mariadbDirs = pd, md }()
+	ctx := context.Background()
+	if _, err := NewPostgres(ctx); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "postgresql") {
+		t.Fatalf("NewPostgres = %v", err)
+	}
+	if _, err := NewMariaDB(ctx); !errors.Is(err, ErrMissing) || !strings.Contains(err.Error(), "mariadb-server") {
+		t.Fatalf("NewMariaDB = %v", err)
+	}
+	for name, start := range map[string]func(testing.TB){
+		"postgres": func(tb testing.TB) { StartPostgres(tb) },
+		"mariadb":  func(tb testing.TB) { StartMariaDB(tb) },
+	} {
+		var skipped bool
+		t.Run(name, func(t *testing.T) {
+			defer func() { skipped = t.Skipped() }()
+			start(t)
+		})
+		if !skipped {
+			t.Errorf("Start %s with no binaries did not skip", name)
+		}
 	}
 }
