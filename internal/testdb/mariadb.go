@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,8 +27,7 @@ type MariaDB struct {
 	port     int
 	password string
 
-	mu   sync.Mutex
-	proc *process
+	run running
 }
 
 // mariadbDirs are searched after PATH (a variable for the test of a
@@ -48,16 +46,7 @@ const MariaDBDatabase = "sluice"
 // skips tb when MariaDB is not installed, and fails it under Required.
 func StartMariaDB(tb testing.TB) *MariaDB {
 	tb.Helper()
-	m, err := NewMariaDB(context.Background())
-	if err != nil {
-		handle(tb, err)
-	}
-	tb.Cleanup(func() {
-		if err := m.Stop(); err != nil {
-			tb.Error(err)
-		}
-	})
-	return m
+	return startFor(tb, NewMariaDB)
 }
 
 // NewMariaDB initialises a data directory in a new temporary directory and
@@ -150,9 +139,7 @@ func (m *MariaDB) start(ctx context.Context) error {
 		_ = proc.stop(syscall.SIGKILL, 5*time.Second)
 		return fmt.Errorf("%w%s", err, logTail(m.log))
 	}
-	m.mu.Lock()
-	m.proc = proc
-	m.mu.Unlock()
+	m.run.set(proc)
 	return nil
 }
 
@@ -256,38 +243,16 @@ func (m *MariaDB) KillConnections(ctx context.Context, user string) (int, error)
 // Restart stops the server (SIGTERM: a clean shutdown; prepared XA
 // transactions stay) and starts it again on the same data directory and
 // port.
-func (m *MariaDB) Restart(ctx context.Context) error { return m.restart(ctx, syscall.SIGTERM) }
+func (m *MariaDB) Restart(ctx context.Context) error {
+	return m.run.restart(ctx, syscall.SIGTERM, 60*time.Second, m.start)
+}
 
 // Crash kills the server (SIGKILL: InnoDB recovers at the next start,
 // prepared XA transactions included) and starts it again.
-func (m *MariaDB) Crash(ctx context.Context) error { return m.restart(ctx, syscall.SIGKILL) }
-
-func (m *MariaDB) restart(ctx context.Context, sig syscall.Signal) error {
-	m.mu.Lock()
-	proc := m.proc
-	m.proc = nil
-	m.mu.Unlock()
-	if proc != nil {
-		if err := proc.stop(sig, 60*time.Second); err != nil {
-			return err
-		}
-	}
-	return m.start(ctx)
+func (m *MariaDB) Crash(ctx context.Context) error {
+	return m.run.restart(ctx, syscall.SIGKILL, 60*time.Second, m.start)
 }
 
 // Stop stops the server and removes its directory. It may be called more
 // than once.
-func (m *MariaDB) Stop() error {
-	m.mu.Lock()
-	proc := m.proc
-	m.proc = nil
-	m.mu.Unlock()
-	var err error
-	if proc != nil {
-		err = proc.stop(syscall.SIGTERM, 60*time.Second)
-	}
-	if rerr := os.RemoveAll(m.dir); rerr != nil && err == nil {
-		err = fmt.Errorf("testdb: %w", rerr)
-	}
-	return err
-}
+func (m *MariaDB) Stop() error { return m.run.stopAndRemove(syscall.SIGTERM, 60*time.Second, m.dir) }

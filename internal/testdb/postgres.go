@@ -10,7 +10,6 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,8 +28,7 @@ type Postgres struct {
 	password string
 	cred     *syscall.Credential // the account the server runs as; nil: ours
 
-	mu   sync.Mutex
-	proc *process // nil while stopped
+	run running
 }
 
 // postgresDirs are searched after PATH (a variable for the test of a
@@ -44,16 +42,7 @@ const PostgresUser = "sluice"
 // skips tb when PostgreSQL is not installed, and fails it under Required.
 func StartPostgres(tb testing.TB) *Postgres {
 	tb.Helper()
-	p, err := NewPostgres(context.Background())
-	if err != nil {
-		handle(tb, err)
-	}
-	tb.Cleanup(func() {
-		if err := p.Stop(); err != nil {
-			tb.Error(err)
-		}
-	})
-	return p
+	return startFor(tb, NewPostgres)
 }
 
 // NewPostgres initialises a data directory in a new temporary directory and
@@ -179,9 +168,7 @@ func (p *Postgres) start(ctx context.Context) error {
 		_ = proc.stop(syscall.SIGQUIT, 5*time.Second)
 		return fmt.Errorf("%w%s", err, logTail(p.log))
 	}
-	p.mu.Lock()
-	p.proc = proc
-	p.mu.Unlock()
+	p.run.set(proc)
 	return nil
 }
 
@@ -250,41 +237,15 @@ func (p *Postgres) TerminateSessions(ctx context.Context, match string) (int, er
 // roll back, prepared ones stay) and starts it again on the same data
 // directory and port.
 func (p *Postgres) Restart(ctx context.Context) error {
-	return p.restart(ctx, syscall.SIGINT)
+	return p.run.restart(ctx, syscall.SIGINT, 30*time.Second, p.start)
 }
 
 // Crash stops the server the way a crash does (immediate shutdown: no
 // checkpoint, WAL replayed at the next start) and starts it again.
 func (p *Postgres) Crash(ctx context.Context) error {
-	return p.restart(ctx, syscall.SIGQUIT)
-}
-
-func (p *Postgres) restart(ctx context.Context, sig syscall.Signal) error {
-	p.mu.Lock()
-	proc := p.proc
-	p.proc = nil
-	p.mu.Unlock()
-	if proc != nil {
-		if err := proc.stop(sig, 30*time.Second); err != nil {
-			return err
-		}
-	}
-	return p.start(ctx)
+	return p.run.restart(ctx, syscall.SIGQUIT, 30*time.Second, p.start)
 }
 
 // Stop stops the server and removes its directory. It may be called more
 // than once.
-func (p *Postgres) Stop() error {
-	p.mu.Lock()
-	proc := p.proc
-	p.proc = nil
-	p.mu.Unlock()
-	var err error
-	if proc != nil {
-		err = proc.stop(syscall.SIGINT, 30*time.Second)
-	}
-	if rerr := os.RemoveAll(p.dir); rerr != nil && err == nil {
-		err = fmt.Errorf("testdb: %w", rerr)
-	}
-	return err
-}
+func (p *Postgres) Stop() error { return p.run.stopAndRemove(syscall.SIGINT, 30*time.Second, p.dir) }

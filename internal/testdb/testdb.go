@@ -11,8 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +26,22 @@ var ErrMissing = errors.New("testdb: database server not installed")
 // skip them: under CI=true or SLUICE_REQUIRE_DB=1.
 func Required() bool {
 	return os.Getenv("CI") == "true" || os.Getenv("SLUICE_REQUIRE_DB") == "1"
+}
+
+// startFor starts a server with newServer, stopped when tb ends; a
+// missing server skips or fails tb (see handle).
+func startFor[S interface{ Stop() error }](tb testing.TB, newServer func(context.Context) (S, error)) S {
+	tb.Helper()
+	s, err := newServer(context.Background())
+	if err != nil {
+		handle(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return s
 }
 
 // handle skips or fails tb for err from NewPostgres or NewMariaDB.
@@ -185,4 +201,45 @@ func run(cmd *exec.Cmd) error {
 	return nil
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }
+// running is the server process a Postgres or MariaDB has now, if any.
+type running struct {
+	mu   sync.Mutex
+	proc *process // nil while stopped
+}
+
+func (r *running) set(p *process) {
+	r.mu.Lock()
+	r.proc = p
+	r.mu.Unlock()
+}
+
+// take returns the process and forgets it.
+func (r *running) take() *process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.proc
+	r.proc = nil
+	return p
+}
+
+// restart stops the process with sig (if one runs) and calls start.
+func (r *running) restart(ctx context.Context, sig syscall.Signal, grace time.Duration, start func(context.Context) error) error {
+	if p := r.take(); p != nil {
+		if err := p.stop(sig, grace); err != nil {
+			return err
+		}
+	}
+	return start(ctx)
+}
+
+// stopAndRemove stops the process with sig (if one runs) and removes dir.
+func (r *running) stopAndRemove(sig syscall.Signal, grace time.Duration, dir string) error {
+	var err error
+	if p := r.take(); p != nil {
+		err = p.stop(sig, grace)
+	}
+	if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+		err = fmt.Errorf("testdb: %w", rerr)
+	}
+	return err
+}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -24,13 +23,10 @@ import (
 // Sink writes records into one MySQL or MariaDB table. It is safe for
 // concurrent use.
 type Sink[K, V any] struct {
-	db      *sql.DB
-	url     sluicedb.URL
-	w       *sqlsink.Writer[K, V]
-	offsets sqlsink.Offsets
-
-	offMu   sync.Mutex
-	offDone bool
+	db   *sql.DB
+	url  sluicedb.URL
+	w    *sqlsink.Writer[K, V]
+	idem *sqlsink.Idempotent[K, V]
 
 	// beforePrepare, set by tests, runs between XA END and XA PREPARE.
 	beforePrepare func()
@@ -158,7 +154,8 @@ func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], o
 	if cfg.maxConns > 0 {
 		db.SetMaxOpenConns(cfg.maxConns)
 	}
-	s := &Sink[K, V]{db: db, url: u, w: w, offsets: sqlsink.NewOffsets(dialect, cfg.offsetsTable)}
+	s := &Sink[K, V]{db: db, url: u, w: w,
+		idem: sqlsink.NewIdempotent(sqlsink.Store(store{db}), w, sqlsink.NewOffsets(dialect, cfg.offsetsTable))}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sluicemysql: connect to %s: %w: %w", u.Redacted(), sluicedb.ErrConnection, err)
@@ -198,18 +195,6 @@ func (s *Sink[K, V]) Close() error { return s.db.Close() }
 // DB is the sink's connection pool, for reads beside it.
 func (s *Sink[K, V]) DB() *sql.DB { return s.db }
 
-func checkXID(xid string) error {
-	if xid == "" || len(xid) > sink.MaxXIDLength {
-		return fmt.Errorf("sluicemysql: transaction id %q: want 1 to %d bytes", xid, sink.MaxXIDLength)
-	}
-	for _, c := range []byte(xid) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("sluicemysql: transaction id %q: only ASCII letters, digits, '-', '_' and '.'", xid)
-		}
-	}
-	return nil
-}
-
 type connExec struct{ c *sql.Conn }
 
 func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
@@ -219,7 +204,7 @@ func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
 
 // Prepare writes records in a new XA transaction and prepares it as xid.
 func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Record[K, V]) error {
-	if err := checkXID(xid); err != nil {
+	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
 	}
 	c, err := s.db.Conn(ctx)
@@ -242,7 +227,7 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 		if sqlsink.IsData(err) {
 			_ = ex.Exec(ctx, "XA END "+lit)
 			_ = ex.Exec(ctx, "XA ROLLBACK "+lit)
-			return s.locate(ctx, records, err)
+			return s.w.LocateIn(ctx, store{s.db}, records, err)
 		}
 		return err
 	}
@@ -253,29 +238,10 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 		s.beforePrepare()
 	}
 	if err := ex.Exec(ctx, "XA PREPARE "+lit); err != nil {
-		return s.unprepare(ctx, xid, fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err)))
+		return sqlsink.Unprepare(ctx, fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err)),
+			func(ctx context.Context) error { return s.RollbackPrepared(ctx, xid) })
 	}
 	return nil
-}
-
-// unprepare rolls back xid in case XA PREPARE reached the server but its
-// answer was lost. If the server cannot be reached, the transaction may
-// remain prepared; the runtime's recovery removes it.
-func (s *Sink[K, V]) unprepare(ctx context.Context, xid string, cause error) error {
-	err := s.RollbackPrepared(context.WithoutCancel(ctx), xid)
-	if err == nil || errors.Is(err, sink.ErrNotPrepared) {
-		return cause
-	}
-	return fmt.Errorf("%w (and it may remain prepared: %v)", cause, err)
-}
-
-func (s *Sink[K, V]) locate(ctx context.Context, records []sink.Record[K, V], cause error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return cause
-	}
-	defer tx.Rollback()
-	return s.w.Locate(ctx, txExec{tx}, records, cause)
 }
 
 // ErrAttached is wrapped by CommitPrepared and RollbackPrepared when the
@@ -287,7 +253,7 @@ func (s *Sink[K, V]) locate(ctx context.Context, records []sink.Record[K, V], ca
 var ErrAttached = errors.New("sluicemysql: the transaction is prepared but still attached to another session")
 
 func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
-	if err := checkXID(xid); err != nil {
+	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
 	}
 	wait := 5 * time.Millisecond
@@ -360,16 +326,40 @@ func (s *Sink[K, V]) Prepared(ctx context.Context, prefix string) ([]string, err
 	return ids, nil
 }
 
-type txExec struct{ tx *sql.Tx }
+// store is the pool as sqlsink sees it.
+type store struct{ db *sql.DB }
 
-func (e txExec) Exec(ctx context.Context, q string, args ...any) error {
-	_, err := e.tx.ExecContext(ctx, q, args...)
+func (st store) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := st.db.ExecContext(ctx, q, args...)
 	return err
 }
 
-func (e txExec) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
-	return pairs(e.tx.QueryContext(ctx, q, args...))
+func (st store) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
+	return pairs(st.db.QueryContext(ctx, q, args...))
 }
+
+func (st store) Begin(ctx context.Context) (sqlsink.Txn, error) {
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return txn{tx}, nil
+}
+
+// txn is a database/sql transaction as sqlsink sees it.
+type txn struct{ tx *sql.Tx }
+
+func (t txn) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := t.tx.ExecContext(ctx, q, args...)
+	return err
+}
+
+func (t txn) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
+	return pairs(t.tx.QueryContext(ctx, q, args...))
+}
+
+func (t txn) Commit(context.Context) error   { return t.tx.Commit() }
+func (t txn) Rollback(context.Context) error { return t.tx.Rollback() }
 
 func pairs(rows *sql.Rows, err error) (map[int32]int64, error) {
 	if err != nil {
@@ -388,53 +378,14 @@ func pairs(rows *sql.Rows, err error) (map[int32]int64, error) {
 	return out, rows.Err()
 }
 
-func (s *Sink[K, V]) ensureOffsets(ctx context.Context) error {
-	s.offMu.Lock()
-	defer s.offMu.Unlock()
-	if s.offDone {
-		return nil
-	}
-	if _, err := s.db.ExecContext(ctx, s.offsets.CreateSQL()); err != nil {
-		return fmt.Errorf("sluicemysql: create the offsets table: %w", s.w.Classify(err))
-	}
-	s.offDone = true
-	return nil
-}
-
 // Offsets returns the next offset to write of each partition of topic that
 // sink stored.
 func (s *Sink[K, V]) Offsets(ctx context.Context, sinkName, topic string) (map[int32]int64, error) {
-	if err := s.ensureOffsets(ctx); err != nil {
-		return nil, err
-	}
-	q, args := s.offsets.ReadSQL(sinkName, topic)
-	out, err := pairs(s.db.QueryContext(ctx, q, args...))
-	if err != nil {
-		return nil, fmt.Errorf("sluicemysql: read offsets: %w", s.w.Classify(err))
-	}
-	return out, nil
+	return s.idem.Offsets(ctx, sinkName, topic)
 }
 
 // Write stores records and next in one transaction, skipping records below
 // their partition's stored next offset.
 func (s *Sink[K, V]) Write(ctx context.Context, sinkName, topic string, records []sink.Record[K, V], next map[int32]int64) error {
-	if err := s.ensureOffsets(ctx); err != nil {
-		return err
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sluicemysql: begin: %w", s.w.Classify(err))
-	}
-	kept, idx, err := sqlsink.Write(ctx, txExec{tx}, s.w, s.offsets, sinkName, topic, records, next)
-	if err != nil {
-		_ = tx.Rollback()
-		if sqlsink.IsData(err) {
-			return sqlsink.Reindex(s.locate(ctx, kept, err), idx)
-		}
-		return sqlsink.Reindex(err, idx)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sluicemysql: commit: %w", s.w.Classify(err))
-	}
-	return nil
+	return s.idem.Write(ctx, sinkName, topic, records, next)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,14 +20,10 @@ import (
 // Sink writes records into one PostgreSQL table. It is safe for concurrent
 // use.
 type Sink[K, V any] struct {
-	pool    *pgxpool.Pool
-	url     sluicedb.URL
-	w       *sqlsink.Writer[K, V]
-	offsets sqlsink.Offsets
-	offSQL  string
-
-	offOnce sync.Mutex
-	offDone bool
+	pool *pgxpool.Pool
+	url  sluicedb.URL
+	w    *sqlsink.Writer[K, V]
+	idem *sqlsink.Idempotent[K, V]
 
 	// beforePrepare, set by tests, runs between the batch and PREPARE
 	// TRANSACTION.
@@ -137,7 +132,8 @@ func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], o
 	if err != nil {
 		return nil, fmt.Errorf("sluicepg: connect to %s: %w", u.Redacted(), err)
 	}
-	s := &Sink[K, V]{pool: pool, url: u, w: w, offsets: sqlsink.NewOffsets(dialect, cfg.offsetsTable)}
+	s := &Sink[K, V]{pool: pool, url: u, w: w,
+		idem: sqlsink.NewIdempotent(sqlsink.Store(store{pool}), w, sqlsink.NewOffsets(dialect, cfg.offsetsTable))}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("sluicepg: connect to %s: %w: %w", u.Redacted(), sluicedb.ErrConnection, err)
@@ -157,20 +153,6 @@ func (s *Sink[K, V]) Close() { s.pool.Close() }
 // Pool is the sink's connection pool, for reads beside it.
 func (s *Sink[K, V]) Pool() *pgxpool.Pool { return s.pool }
 
-// checkXID keeps ids to what sluice hands out, so that they can be quoted
-// as literals (PREPARE TRANSACTION takes no parameter).
-func checkXID(xid string) error {
-	if xid == "" || len(xid) > sink.MaxXIDLength {
-		return fmt.Errorf("sluicepg: transaction id %q: want 1 to %d bytes", xid, sink.MaxXIDLength)
-	}
-	for _, c := range []byte(xid) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return fmt.Errorf("sluicepg: transaction id %q: only ASCII letters, digits, '-', '_' and '.'", xid)
-		}
-	}
-	return nil
-}
-
 // connExec runs statements on one pooled connection.
 type connExec struct{ c *pgxpool.Conn }
 
@@ -181,7 +163,7 @@ func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
 
 // Prepare writes records in a new transaction and prepares it as xid.
 func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Record[K, V]) error {
-	if err := checkXID(xid); err != nil {
+	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
 	}
 	c, err := s.pool.Acquire(ctx)
@@ -206,7 +188,7 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 			return fail(err)
 		}
 		_ = fail(err)
-		return s.locate(ctx, records, err)
+		return s.w.LocateIn(ctx, store{s.pool}, records, err)
 	}
 	if s.beforePrepare != nil {
 		s.beforePrepare()
@@ -214,7 +196,8 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 	tag, err := c.Exec(ctx, "PREPARE TRANSACTION '"+xid+"'")
 	if err != nil {
 		c.Conn().Close(context.WithoutCancel(ctx))
-		return s.unprepare(ctx, xid, fmt.Errorf("sluicepg: prepare %s: %w", xid, s.w.Classify(err)))
+		return sqlsink.Unprepare(ctx, fmt.Errorf("sluicepg: prepare %s: %w", xid, s.w.Classify(err)),
+			func(ctx context.Context) error { return s.RollbackPrepared(ctx, xid) })
 	}
 	// PostgreSQL answers PREPARE TRANSACTION in a failed transaction with
 	// a rollback, not an error.
@@ -224,32 +207,8 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 	return nil
 }
 
-// unprepare rolls back xid in case PREPARE TRANSACTION reached the server
-// but its answer was lost, so that a failed Prepare leaves nothing. If the
-// database cannot be reached, the transaction may remain prepared; the
-// runtime's recovery (Prepared, then RollbackPrepared of what the Kafka
-// commit did not record) removes it.
-func (s *Sink[K, V]) unprepare(ctx context.Context, xid string, cause error) error {
-	err := s.RollbackPrepared(context.WithoutCancel(ctx), xid)
-	if err == nil || errors.Is(err, sink.ErrNotPrepared) {
-		return cause
-	}
-	return fmt.Errorf("%w (and it may remain prepared: %v)", cause, err)
-}
-
-// locate finds the record behind a data error, in a transaction rolled
-// back afterwards.
-func (s *Sink[K, V]) locate(ctx context.Context, records []sink.Record[K, V], cause error) error {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return cause
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	return s.w.Locate(ctx, txExec{tx}, records, cause)
-}
-
 func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
-	if err := checkXID(xid); err != nil {
+	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
 	}
 	_, err := s.pool.Exec(ctx, verb+" '"+xid+"'")
@@ -287,16 +246,42 @@ func (s *Sink[K, V]) Prepared(ctx context.Context, prefix string) ([]string, err
 	return ids, nil
 }
 
-// txExec runs statements in a pgx transaction.
-type txExec struct{ tx pgx.Tx }
+// store is the pool as sqlsink sees it.
+type store struct{ p *pgxpool.Pool }
 
-func (e txExec) Exec(ctx context.Context, q string, args ...any) error {
-	_, err := e.tx.Exec(ctx, q, args...)
+func (st store) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := st.p.Exec(ctx, q, args...)
 	return err
 }
 
-func (e txExec) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
-	rows, err := e.tx.Query(ctx, q, args...)
+func (st store) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
+	return pairs(st.p.Query(ctx, q, args...))
+}
+
+func (st store) Begin(ctx context.Context) (sqlsink.Txn, error) {
+	tx, err := st.p.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return txn{tx}, nil
+}
+
+// txn is a pgx transaction as sqlsink sees it.
+type txn struct{ tx pgx.Tx }
+
+func (t txn) Exec(ctx context.Context, q string, args ...any) error {
+	_, err := t.tx.Exec(ctx, q, args...)
+	return err
+}
+
+func (t txn) Pairs(ctx context.Context, q string, args ...any) (map[int32]int64, error) {
+	return pairs(t.tx.Query(ctx, q, args...))
+}
+
+func (t txn) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t txn) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+
+func pairs(rows pgx.Rows, err error) (map[int32]int64, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -307,64 +292,14 @@ func (e txExec) Pairs(ctx context.Context, q string, args ...any) (map[int32]int
 	return out, err
 }
 
-func (s *Sink[K, V]) ensureOffsets(ctx context.Context) error {
-	s.offOnce.Lock()
-	defer s.offOnce.Unlock()
-	if s.offDone {
-		return nil
-	}
-	if _, err := s.pool.Exec(ctx, s.offsets.CreateSQL()); err != nil {
-		// Two sinks creating the table at once may collide on the
-		// catalog's unique index; the table exists then.
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "23505" {
-			return fmt.Errorf("sluicepg: create the offsets table: %w", s.w.Classify(err))
-		}
-	}
-	s.offDone = true
-	return nil
-}
-
 // Offsets returns the next offset to write of each partition of topic that
 // sink stored.
 func (s *Sink[K, V]) Offsets(ctx context.Context, sinkName, topic string) (map[int32]int64, error) {
-	if err := s.ensureOffsets(ctx); err != nil {
-		return nil, err
-	}
-	q, args := s.offsets.ReadSQL(sinkName, topic)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sluicepg: read offsets: %w", s.w.Classify(err))
-	}
-	out := map[int32]int64{}
-	var p int32
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&p, &n}, func() error { out[p] = n; return nil }); err != nil {
-		return nil, fmt.Errorf("sluicepg: read offsets: %w", s.w.Classify(err))
-	}
-	return out, nil
+	return s.idem.Offsets(ctx, sinkName, topic)
 }
 
 // Write stores records and next in one transaction, skipping records below
 // their partition's stored next offset.
 func (s *Sink[K, V]) Write(ctx context.Context, sinkName, topic string, records []sink.Record[K, V], next map[int32]int64) error {
-	if err := s.ensureOffsets(ctx); err != nil {
-		return err
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("sluicepg: begin: %w", s.w.Classify(err))
-	}
-	kept, idx, err := sqlsink.Write(ctx, txExec{tx}, s.w, s.offsets, sinkName, topic, records, next)
-	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		if sqlsink.IsData(err) {
-			return sqlsink.Reindex(s.locate(ctx, kept, err), idx)
-		}
-		return sqlsink.Reindex(err, idx)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("sluicepg: commit: %w", s.w.Classify(err))
-	}
-	return nil
+	return s.idem.Write(ctx, sinkName, topic, records, next)
 }
