@@ -50,3 +50,40 @@ func TestSuite(t *testing.T) { sqlsinktest.Run(t, harness(t)) }
 func BenchmarkTwoPhase(b *testing.B)        { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 0) }
 func BenchmarkOffsets(b *testing.B)         { sqlsinktest.Bench(b, harness(b), "offsets", 1000, 0) }
 func BenchmarkRowPerStatement(b *testing.B) { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 1) }
+
+// TestPreparedThisDatabase: Prepared lists the transactions of the sink's
+// own database only, although pg_prepared_xacts shows the whole server's
+// (the other database's sink sees its own: the control).
+func TestPreparedThisDatabase(t *testing.T) {
+	pg := testdb.StartPostgres(t)
+	ctx := context.Background()
+	other, err := pg.CreateDatabase(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(ctx, pg.URL(), sqlsinktest.BillsTable("bills", "varchar(64)", "bigint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := New(ctx, other, sqlsinktest.BillsTable("bills", "varchar(64)", "bigint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.Prepare(ctx, "app-0_1-7", nil); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := b.Prepared(ctx, "app-"); err != nil || len(ids) != 0 {
+		t.Fatalf("the other database's sink lists %v, %v", ids, err)
+	}
+	if ids, err := a.Prepared(ctx, "app-"); err != nil || len(ids) != 1 {
+		t.Fatalf("control: Prepared = %v, %v", ids, err)
+	}
+	if err := b.CommitPrepared(ctx, "app-0_1-7"); err == nil {
+		t.Fatal("a sink committed another database's transaction")
+	}
+	if err := a.RollbackPrepared(ctx, "app-0_1-7"); err != nil {
+		t.Fatal(err)
+	}
+}
