@@ -114,6 +114,9 @@ func startProcess(cmd *exec.Cmd, logPath string) (*process, error) {
 	// A group of its own, so that a stop that has to force it ends the
 	// server's children too, and nothing else.
 	cmd.SysProcAttr.Setpgid = true
+	// A test binary killed by its timeout leaves no server behind.
+	// (PostgreSQL's backends exit when their postmaster dies.)
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("testdb: start %s: %w", cmd.Path, err)
