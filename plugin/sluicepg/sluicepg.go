@@ -147,8 +147,12 @@ func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], o
 	return s, nil
 }
 
-// Close closes the connection pool.
-func (s *Sink[K, V]) Close() { s.pool.Close() }
+// Close closes the connection pool. It returns nil (an error result, like
+// sluicemysql's, so that one interface holds both).
+func (s *Sink[K, V]) Close() error {
+	s.pool.Close()
+	return nil
+}
 
 // Pool is the sink's connection pool, for reads beside it.
 func (s *Sink[K, V]) Pool() *pgxpool.Pool { return s.pool }
