@@ -70,6 +70,9 @@ type Idempotent[K, V any] struct {
 
 	mu      sync.Mutex
 	created bool
+
+	// BeforeCommit, set by tests, runs between the writes and COMMIT.
+	BeforeCommit func()
 }
 
 // NewIdempotent returns offsets mode for w's table in st, coordinates in o.
@@ -125,6 +128,9 @@ func (m *Idempotent[K, V]) Write(ctx context.Context, sinkName, topic string, re
 			return Reindex(m.w.LocateIn(ctx, m.st, kept, err), idx)
 		}
 		return Reindex(err, idx)
+	}
+	if m.BeforeCommit != nil {
+		m.BeforeCommit()
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("%s: commit: %w", m.w.d.Name, m.w.Classify(err))

@@ -31,12 +31,13 @@ func harness(t testing.TB) *sqlsinktest.Harness {
 		Open: func(ctx context.Context, url string, t sluicedb.Table[string, *bill], maxRows int) (sqlsinktest.Sink, error) {
 			return New(ctx, url, t, MaxRows(maxRows))
 		},
-		Close:   func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
-		Hook:    func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
-		Reader:  reader,
-		Restart: m.Restart,
-		Crash:   m.Crash,
-		Kill:    func(ctx context.Context) (int, error) { return m.KillConnections(ctx, m.User()) },
+		Close:      func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
+		Hook:       func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
+		HookCommit: func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).idem.BeforeCommit = fn },
+		Reader:     reader,
+		Restart:    m.Restart,
+		Crash:      m.Crash,
+		Kill:       func(ctx context.Context) (int, error) { return m.KillConnections(ctx, m.User()) },
 		Text: func(n int) string {
 			return "varchar(" + strconv.Itoa(n) + ") CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 		},

@@ -31,15 +31,16 @@ func harness(t testing.TB) *sqlsinktest.Harness {
 		Open: func(ctx context.Context, url string, t sluicedb.Table[string, *bill], maxRows int) (sqlsinktest.Sink, error) {
 			return New(ctx, url, t, MaxRows(maxRows))
 		},
-		Close:   func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
-		Hook:    func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
-		Reader:  reader,
-		Restart: pg.Restart,
-		Crash:   pg.Crash,
-		Kill:    func(ctx context.Context) (int, error) { return pg.TerminateSessions(ctx, appName) },
-		Text:    func(n int) string { return "varchar(" + strconv.Itoa(n) + ")" },
-		Int:     "bigint",
-		Bytes:   "bytea",
+		Close:      func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
+		Hook:       func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
+		HookCommit: func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).idem.BeforeCommit = fn },
+		Reader:     reader,
+		Restart:    pg.Restart,
+		Crash:      pg.Crash,
+		Kill:       func(ctx context.Context) (int, error) { return pg.TerminateSessions(ctx, appName) },
+		Text:       func(n int) string { return "varchar(" + strconv.Itoa(n) + ")" },
+		Int:        "bigint",
+		Bytes:      "bytea",
 	}
 }
 

@@ -41,6 +41,8 @@ type Harness struct {
 	Close func(Sink)
 	// Hook sets the function the sink runs right before it prepares.
 	Hook func(s Sink, fn func())
+	// HookCommit sets the function offsets mode runs right before COMMIT.
+	HookCommit func(s Sink, fn func())
 	// Reader is an independent session on the sink's database, not ended
 	// by Kill.
 	Reader *sql.DB
@@ -158,7 +160,7 @@ func (h *Harness) prepared(t *testing.T, ctx context.Context, s Sink, prefix str
 // Run runs the suite.
 func Run(t *testing.T, h *Harness) {
 	t.Run("TwoPhase", h.testTwoPhase)
-	t.Run("KilledMidPrepare", h.testKilledMidPrepare)
+	t.Run("KilledSession", h.testKilledSession)
 	t.Run("Offsets", h.testOffsets)
 	t.Run("Rejected", h.testRejected)
 	t.Run("Adversarial", h.testAdversarial)
@@ -365,9 +367,10 @@ func contains(ids []string, id string) bool {
 	return false
 }
 
-// testKilledMidPrepare: the sink's session ended between its writes and
-// PREPARE leaves nothing, prepared or visible.
-func (h *Harness) testKilledMidPrepare(t *testing.T) {
+// testKilledSession: the sink's session ended between its writes and
+// PREPARE (or, in offsets mode, COMMIT) leaves nothing, prepared or
+// visible, and the error is a lost connection, not a rejected row.
+func (h *Harness) testKilledSession(t *testing.T) {
 	ctx := ctxFor(t)
 	table := unique("bills")
 	s := h.open(t, ctx, h.billsTable(table))
@@ -407,6 +410,38 @@ func (h *Harness) testKilledMidPrepare(t *testing.T) {
 	}
 	if err := s.RollbackPrepared(ctx, prefix+"y"); err != nil {
 		t.Fatal(err)
+	}
+
+	// Offsets mode: a session killed before COMMIT leaves neither rows nor
+	// coordinates, and the retry writes the batch exactly once.
+	name := unique("sink")
+	recs, next := bills("out", 0, 100), map[int32]int64{0: 100, 1: 100, 2: 100}
+	killed = 0
+	h.HookCommit(s, func() {
+		n, err := h.Kill(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		killed += n
+	})
+	err = s.Write(ctx, name, "out", recs, next)
+	h.HookCommit(s, nil)
+	if killed == 0 || !errors.Is(err, sluicedb.ErrConnection) || errors.As(err, &re) {
+		t.Fatalf("Write on a killed session (%d killed) = %v; want ErrConnection", killed, err)
+	}
+	if off, err := s.Offsets(ctx, name, "out"); err != nil || len(off) != 0 {
+		t.Fatalf("a killed Write stored offsets %v, %v", off, err)
+	}
+	if rows, _ := h.count(t, ctx, table); rows != 0 {
+		t.Fatalf("a killed Write left %d rows", rows)
+	}
+	for range 2 { // the retry, and a replay of it
+		if err := retry(ctx, func() error { return s.Write(ctx, name, "out", recs, next) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rows, distinct := h.count(t, ctx, table); rows != 100 || distinct != 100 {
+		t.Fatalf("after the retry: %d rows, %d distinct; want 100 once", rows, distinct)
 	}
 }
 
