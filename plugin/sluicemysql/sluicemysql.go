@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -27,6 +28,10 @@ type Sink[K, V any] struct {
 	url  sluicedb.URL
 	w    *sqlsink.Writer[K, V]
 	idem *sqlsink.Idempotent[K, V]
+
+	// mine holds the ids this sink prepared and whose session ended, until
+	// resolved: those need no wait for another session.
+	mine sync.Map
 
 	// beforePrepare, set by tests, runs between XA END and XA PREPARE.
 	beforePrepare func()
@@ -203,6 +208,15 @@ func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
 }
 
 // Prepare writes records in a new XA transaction and prepares it as xid.
+//
+// It runs on a session of its own, closed afterwards rather than pooled: a
+// prepared XA transaction stays attached to its session (which can start
+// no other), and closing a session whose XA transaction is not prepared
+// rolls it back. Prepare returns only once the server has ended that
+// session (it is gone from the processlist): MariaDB 10.11 was seen to
+// lose a transaction that another session committed while the preparing
+// session was still ending (XA COMMIT answered OK, the rows never
+// appeared), and waiting closes that window.
 func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Record[K, V]) error {
 	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
@@ -211,24 +225,49 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 	if err != nil {
 		return fmt.Errorf("sluicemysql: prepare %s: %w: %w", xid, sluicedb.ErrConnection, err)
 	}
-	// The session is closed, never reused: a prepared XA transaction stays
-	// attached to it, and closing an unprepared one rolls it back, so that
-	// a failed Prepare leaves nothing.
-	defer func() {
-		_ = c.Raw(func(any) error { return driver.ErrBadConn })
-		_ = c.Close()
-	}()
-	ex := connExec{c}
+	var session int64
+	err = c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&session)
+	if err == nil {
+		err = s.prepareOn(ctx, connExec{c}, xid, records)
+	} else {
+		err = fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
+	}
+	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // closed, not pooled
+	_ = c.Close()
+	var gone error
+	if session != 0 {
+		gone = s.waitEnded(ctx, session, time.Now().Add(10*time.Second))
+	}
+	var failed *prepareFailed
+	switch {
+	case err == nil && gone == nil:
+		s.mine.Store(xid, struct{}{})
+		return nil
+	case err == nil:
+		return sqlsink.Unprepare(ctx, fmt.Errorf("sluicemysql: prepare %s: %w: %w", xid, ErrAttached, gone),
+			func(ctx context.Context) error { return s.RollbackPrepared(ctx, xid) })
+	case sqlsink.IsData(err):
+		return s.w.LocateIn(ctx, store{s.db}, records, err)
+	case errors.As(err, &failed):
+		// XA PREPARE's answer was lost: it may have prepared.
+		return sqlsink.Unprepare(ctx, failed.err, func(ctx context.Context) error { return s.RollbackPrepared(ctx, xid) })
+	default:
+		return err
+	}
+}
+
+// prepareFailed is an error of XA PREPARE itself.
+type prepareFailed struct{ err error }
+
+func (e *prepareFailed) Error() string { return e.err.Error() }
+func (e *prepareFailed) Unwrap() error { return e.err }
+
+func (s *Sink[K, V]) prepareOn(ctx context.Context, ex connExec, xid string, records []sink.Record[K, V]) error {
 	lit := "'" + xid + "'"
 	if err := ex.Exec(ctx, "XA START "+lit); err != nil {
 		return fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
 	}
 	if err := s.w.Write(ctx, ex, records); err != nil {
-		if sqlsink.IsData(err) {
-			_ = ex.Exec(ctx, "XA END "+lit)
-			_ = ex.Exec(ctx, "XA ROLLBACK "+lit)
-			return s.w.LocateIn(ctx, store{s.db}, records, err)
-		}
 		return err
 	}
 	if err := ex.Exec(ctx, "XA END "+lit); err != nil {
@@ -238,26 +277,56 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 		s.beforePrepare()
 	}
 	if err := ex.Exec(ctx, "XA PREPARE "+lit); err != nil {
-		return sqlsink.Unprepare(ctx, fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err)),
-			func(ctx context.Context) error { return s.RollbackPrepared(ctx, xid) })
+		return &prepareFailed{fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))}
 	}
 	return nil
+}
+
+// waitEnded waits until the server has ended session (it is gone from the
+// processlist), until deadline.
+func (s *Sink[K, V]) waitEnded(ctx context.Context, session int64, deadline time.Time) error {
+	wait := time.Millisecond
+	for {
+		var n int
+		err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.processlist WHERE id = ?", session).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("sluicemysql: wait for session %d to end: %w", session, s.w.Classify(err))
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sluicemysql: session %d has not ended in time", session)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sluicemysql: wait for session %d to end: %w", session, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
 }
 
 // ErrAttached is wrapped by CommitPrepared and RollbackPrepared when the
 // transaction is prepared but still attached to the session that prepared
 // it (MySQL and MariaDB answer XAER_NOTA to every other session until that
-// one ends): retry later. Prepare closes its session right after XA
-// PREPARE, so this lasts milliseconds, unless that process froze between
-// the two.
+// one ends): retry later. Prepare ends its session before it returns, so
+// this is seen only while a process that prepared is stuck or dying. Prepare
+// wraps it too in the rare case where its session did not end in time.
 var ErrAttached = errors.New("sluicemysql: the transaction is prepared but still attached to another session")
 
 func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
 	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
 	}
-	wait := 5 * time.Millisecond
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	// An id this sink did not prepare may belong to a session that is
+	// still ending (a crashed or killed process): wait for it first.
+	if _, mine := s.mine.LoadAndDelete(xid); !mine {
+		if err := s.quiesce(ctx, deadline); err != nil {
+			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, err)
+		}
+	}
 	for {
 		_, err := s.db.ExecContext(ctx, verb+" '"+xid+"'")
 		if err == nil {
@@ -276,16 +345,52 @@ func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
 		if !slices.Contains(ids, xid) {
 			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, sink.ErrNotPrepared)
 		}
+		if err := s.quiesce(ctx, deadline); err != nil {
+			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, err)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("sluicemysql: %s %s: %w", strings.ToLower(verb), xid, ErrAttached)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("sluicemysql: %s %s: %w (%w)", strings.ToLower(verb), xid, ErrAttached, ctx.Err())
-		case <-time.After(wait):
+		case <-time.After(10 * time.Millisecond):
 		}
-		wait = min(2*wait, 200*time.Millisecond)
 	}
+}
+
+// quiesce waits until every other session of this user that holds an
+// InnoDB transaction now has ended, for the reason Prepare waits for its
+// own: a prepared transaction's session must be gone before another
+// session resolves it. It needs the PROCESS privilege to see
+// information_schema.innodb_trx; without it, it does not wait.
+func (s *Sink[K, V]) quiesce(ctx context.Context, deadline time.Time) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT p.id FROM information_schema.innodb_trx t
+		JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
+		WHERE p.id <> CONNECTION_ID() AND p.user = SUBSTRING_INDEX(CURRENT_USER(), '@', 1)`)
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 1227 || me.Number == 1142 || me.Number == 1044) {
+			return nil // no PROCESS privilege
+		}
+		return s.w.Classify(err)
+	}
+	var sessions []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return s.w.Classify(err)
+		}
+		sessions = append(sessions, id)
+	}
+	rows.Close()
+	for _, id := range sessions {
+		if err := s.waitEnded(ctx, id, deadline); err != nil {
+			return fmt.Errorf("%w: %w", ErrAttached, err)
+		}
+	}
+	return nil
 }
 
 // CommitPrepared commits the prepared XA transaction xid.

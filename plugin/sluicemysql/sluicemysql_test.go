@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +59,10 @@ func BenchmarkRowPerStatement(b *testing.B) { sqlsinktest.Bench(b, harness(b), "
 
 // TestAttached: a transaction prepared by a session still open is not
 // reported as ErrNotPrepared (which the runtime would take for "already
-// resolved") but as ErrAttached, and commits once that session ends.
+// resolved") but as ErrAttached, and commits once that session ends, with
+// its rows: committing it from another session while the first was still
+// ending lost them on MariaDB 10.11, which is why CommitPrepared waits for
+// the user's sessions that hold a transaction to end first.
 func TestAttached(t *testing.T) {
 	m := testdb.StartMariaDB(t)
 	ctx := context.Background()
@@ -85,17 +90,62 @@ func TestAttached(t *testing.T) {
 	if err := s.CommitPrepared(short, "held"); !errors.Is(err, ErrAttached) || errors.Is(err, sink.ErrNotPrepared) {
 		t.Fatalf("CommitPrepared of an attached transaction = %v, want ErrAttached", err)
 	}
-	// Control: an id nobody prepared is ErrNotPrepared at once.
+	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // end the session
+	c.Close()
+	// Control: an id nobody prepared is ErrNotPrepared (once no session of
+	// the user holds a transaction: until then, it could be that one's).
 	if err := s.CommitPrepared(ctx, "nobody"); !errors.Is(err, sink.ErrNotPrepared) {
 		t.Fatalf("CommitPrepared of an unknown id = %v", err)
 	}
-	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // end the session
-	c.Close()
 	if err := s.CommitPrepared(ctx, "held"); err != nil {
 		t.Fatalf("CommitPrepared once the session ended = %v", err)
 	}
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM attached").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d rows, %v", n, err)
+	}
+}
+
+// TestCommitRightAfterPrepare: tasks preparing and committing at once,
+// each commit right after its Prepare, lose nothing. Before Prepare waited
+// for its session to end, MariaDB 10.11 lost about 1 in 200 of these (XA
+// COMMIT answered OK from another session while the preparing one was
+// ending, and the rows never appeared): 3 of 600 in the run that found it.
+func TestCommitRightAfterPrepare(t *testing.T) {
+	m := testdb.StartMariaDB(t)
+	ctx := context.Background()
+	s, err := New(ctx, m.URL(), sqlsinktest.BillsTable("race", "varchar(64)", "bigint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const tasks, each = 4, 150
+	var wg sync.WaitGroup
+	for g := range tasks {
+		wg.Go(func() {
+			for j := range each {
+				xid := fmt.Sprintf("r-%d-%d", g, j)
+				recs := []sink.Record[string, *bill]{{Key: xid, Value: &bill{Account: "a", Cents: 1}}}
+				if err := s.Prepare(ctx, xid, recs); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.CommitPrepared(ctx, xid); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var n, distinct int
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*), count(DISTINCT bill_id) FROM race").Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != tasks*each || distinct != n {
+		t.Fatalf("%d rows (%d distinct) after %d commits that answered OK", n, distinct, tasks*each)
+	}
+	if ids, err := s.Prepared(ctx, "r-"); err != nil || len(ids) != 0 {
+		t.Fatalf("left prepared: %v, %v", ids, err)
 	}
 }

@@ -217,7 +217,10 @@ func (h *Harness) testConcurrent(t *testing.T) {
 	}
 	want := batches*per + writers*batches*per
 	if rows, distinct := h.count(t, ctx, table); rows != want || distinct != want {
-		t.Fatalf("%d rows, %d distinct; want %d exactly once", rows, distinct, want)
+		var written, prepared int
+		_ = h.Reader.QueryRowContext(ctx, "SELECT count(CASE WHEN src_offset < 100000 THEN 1 END), count(CASE WHEN src_offset >= 100000 THEN 1 END) FROM "+table).Scan(&written, &prepared)
+		t.Fatalf("%d rows, %d distinct; want %d exactly once (offsets mode wrote %d of %d, two-phase %d of %d)",
+			rows, distinct, want, written, batches*per, prepared, writers*batches*per)
 	}
 	if ids := h.prepared(t, ctx, s, prefix); len(ids) != 0 {
 		t.Fatalf("left prepared: %v", ids)
