@@ -123,10 +123,15 @@ func (h *Harness) open(t *testing.T, ctx context.Context, tbl sluicedb.Table[str
 // count returns the rows of table and of its distinct bill ids.
 func (h *Harness) count(t *testing.T, ctx context.Context, table string) (rows, distinct int) {
 	t.Helper()
-	if err := h.Reader.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT bill_id) FROM "+table).Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
+	var err error
+	for range 20 { // the reader's pooled sessions die with a restart of the server
+		if err = h.Reader.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT bill_id) FROM "+table).Scan(&rows, &distinct); err == nil {
+			return rows, distinct
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return rows, distinct
+	t.Fatal(err)
+	return 0, 0
 }
 
 // retry runs f until it returns something other than a connection error:
