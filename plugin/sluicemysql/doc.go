@@ -1,0 +1,38 @@
+// Package sluicemysql writes sluice's records into MySQL or MariaDB,
+// through go-sql-driver/mysql. It is the only package of sluice that
+// imports that driver.
+//
+//	s, err := sluicemysql.New(ctx, "mysql://app@db:3306/billing", table)
+//	defer s.Close()
+//
+// A *Sink is both of sluice's external sinks (package sink):
+//
+//   - a sink.Participant: Prepare runs XA START xid, the batch's
+//     statements, XA END xid and XA PREPARE xid on one connection, which it
+//     then closes (a prepared XA transaction outlives its session, and the
+//     session could start no other); XA COMMIT and XA ROLLBACK resolve it,
+//     wrapping sink.ErrNotPrepared on XAER_NOTA; Prepared lists XA RECOVER
+//     by prefix. XA RECOVER shows the whole server's prepared transactions,
+//     not one database's: give each application its own prefix. The user
+//     needs XA_RECOVER_ADMIN on MySQL 8, and PROCESS for the wait below.
+//     Prepare returns once its session has ended, and resolving an id
+//     another process prepared first waits for the user's sessions holding
+//     a transaction to end: MariaDB was seen to lose a transaction
+//     committed while its preparing session was still ending.
+//   - a sink.Idempotent: Write stores the rows and the next offset of each
+//     source partition in one ordinary transaction, in the table
+//     sluice_sink_offsets (sink, topic, kafka_partition, next_offset),
+//     created if missing; Offsets reads it.
+//
+// Tables must be InnoDB (transactions). The rows of a batch go in a few
+// multi-row statements (INSERT ... VALUES (...), (...) with ON DUPLICATE
+// KEY UPDATE for upserts, DELETE ... WHERE key IN (...) for tombstones),
+// with the driver's interpolateParams on, so that a statement is one round
+// trip; MaxRows bounds a statement (mind max_allowed_packet for wide rows).
+// A row the server rejects (SQLSTATE classes 22 and 23, and errors such as
+// 1364 no default, 1366 incorrect value) is a *sluicedb.RowError naming
+// the record; a lost connection wraps sluicedb.ErrConnection. Run the
+// server in a strict sql_mode (the default since MySQL 5.7 and MariaDB
+// 10.2.4): otherwise it truncates a value too long with a warning rather
+// than rejecting it.
+package sluicemysql

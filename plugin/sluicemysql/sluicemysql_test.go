@@ -1,0 +1,151 @@
+package sluicemysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-streams/sluice/internal/sqlsink/sqlsinktest"
+	"github.com/sluice-streams/sluice/internal/testdb"
+	"github.com/sluice-streams/sluice/plugin/sluicedb"
+	"github.com/sluice-streams/sluice/sink"
+)
+
+type bill = sqlsinktest.Bill
+
+func harness(t testing.TB) *sqlsinktest.Harness {
+	m := testdb.StartMariaDB(t)
+	// The reader is root on the socket: KillConnections(the sink's user)
+	// spares it.
+	reader, err := sql.Open("mysql", m.RootDSN()+testdb.MariaDBDatabase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	return &sqlsinktest.Harness{
+		URL: m.URL(),
+		Open: func(ctx context.Context, url string, t sluicedb.Table[string, *bill], maxRows int) (sqlsinktest.Sink, error) {
+			return New(ctx, url, t, MaxRows(maxRows))
+		},
+		Close:      func(s sqlsinktest.Sink) { s.(*Sink[string, *bill]).Close() },
+		Hook:       func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).beforePrepare = fn },
+		HookCommit: func(s sqlsinktest.Sink, fn func()) { s.(*Sink[string, *bill]).idem.BeforeCommit = fn },
+		Reader:     reader,
+		Restart:    m.Restart,
+		Crash:      m.Crash,
+		Kill:       func(ctx context.Context) (int, error) { return m.KillConnections(ctx, m.User()) },
+		Text: func(n int) string {
+			return "varchar(" + strconv.Itoa(n) + ") CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+		},
+		Int:       "bigint",
+		Bytes:     "longblob",
+		NULInText: true,
+	}
+}
+
+func TestSuite(t *testing.T) { sqlsinktest.Run(t, harness(t)) }
+
+// The benchmarks: a batch of 1000 rows per operation, through each mode;
+// RowPerStatement is the round-trip-per-row baseline batching avoids.
+func BenchmarkTwoPhase(b *testing.B)        { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 0) }
+func BenchmarkOffsets(b *testing.B)         { sqlsinktest.Bench(b, harness(b), "offsets", 1000, 0) }
+func BenchmarkRowPerStatement(b *testing.B) { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 1) }
+
+// TestAttached: a transaction prepared by a session still open is not
+// reported as ErrNotPrepared (which the runtime would take for "already
+// resolved") but as ErrAttached, and commits once that session ends, with
+// its rows: committing it from another session while the first was still
+// ending lost them on MariaDB 10.11, which is why CommitPrepared waits for
+// the user's sessions that hold a transaction to end first.
+func TestAttached(t *testing.T) {
+	m := testdb.StartMariaDB(t)
+	ctx := context.Background()
+	s, err := New(ctx, m.URL(), sqlsinktest.BillsTable("attached", "varchar(64)", "bigint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("mysql", m.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"XA START 'held'", "INSERT INTO attached (bill_id, account, cents) VALUES ('b', 'a', 1)", "XA END 'held'", "XA PREPARE 'held'"} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := s.CommitPrepared(short, "held"); !errors.Is(err, ErrAttached) || errors.Is(err, sink.ErrNotPrepared) {
+		t.Fatalf("CommitPrepared of an attached transaction = %v, want ErrAttached", err)
+	}
+	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // end the session
+	c.Close()
+	// Control: an id nobody prepared is ErrNotPrepared (once no session of
+	// the user holds a transaction: until then, it could be that one's).
+	if err := s.CommitPrepared(ctx, "nobody"); !errors.Is(err, sink.ErrNotPrepared) {
+		t.Fatalf("CommitPrepared of an unknown id = %v", err)
+	}
+	if err := s.CommitPrepared(ctx, "held"); err != nil {
+		t.Fatalf("CommitPrepared once the session ended = %v", err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM attached").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows, %v", n, err)
+	}
+}
+
+// TestCommitRightAfterPrepare: tasks preparing and committing at once,
+// each commit right after its Prepare, lose nothing. Before Prepare waited
+// for its session to end, MariaDB 10.11 lost about 1 in 200 of these (XA
+// COMMIT answered OK from another session while the preparing one was
+// ending, and the rows never appeared): 3 of 600 in the run that found it.
+func TestCommitRightAfterPrepare(t *testing.T) {
+	m := testdb.StartMariaDB(t)
+	ctx := context.Background()
+	s, err := New(ctx, m.URL(), sqlsinktest.BillsTable("race", "varchar(64)", "bigint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const tasks, each = 4, 150
+	var wg sync.WaitGroup
+	for g := range tasks {
+		wg.Go(func() {
+			for j := range each {
+				xid := fmt.Sprintf("r-%d-%d", g, j)
+				recs := []sink.Record[string, *bill]{{Key: xid, Value: &bill{Account: "a", Cents: 1}}}
+				if err := s.Prepare(ctx, xid, recs); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.CommitPrepared(ctx, xid); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var n, distinct int
+	if err := s.DB().QueryRowContext(ctx, "SELECT count(*), count(DISTINCT bill_id) FROM race").Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != tasks*each || distinct != n {
+		t.Fatalf("%d rows (%d distinct) after %d commits that answered OK", n, distinct, tasks*each)
+	}
+	if ids, err := s.Prepared(ctx, "r-"); err != nil || len(ids) != 0 {
+		t.Fatalf("left prepared: %v, %v", ids, err)
+	}
+}
