@@ -1,0 +1,493 @@
+package processor_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/testkeys"
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/sink"
+	"github.com/sluice-streams/sluice/sink/sinkfile"
+	"github.com/sluice-streams/sluice/topology"
+)
+
+// External sinks (invariant 7) on real processes: the test binary re-execs
+// itself as an instance (TestExternalSinkChild) that writes a stream of
+// uniquely numbered records through a sink on disk (package sinkfile) and
+// kills itself (SIGKILL) or freezes (SIGSTOP) at a crash point of the
+// protocol; another instance then finishes the job, and the checker reads
+// the store: every input exactly once, nothing left prepared.
+
+// child is what an instance process is told, through its environment.
+type child struct {
+	Brokers, App, In, State, Sink string
+	Mode                          string // twophase, plain (the negative control), offsets, naive (offsets' negative control)
+	Crash                         string // the crash point: prepare-before, prepare-after, commit-before, commit-after, write-before, write-after, process
+	CrashAt                       int    // at its CrashAt-th call
+	Action                        string // kill (default) or stop
+	Want                          int    // exit cleanly once the store holds this many distinct inputs
+	ExitAfter                     time.Duration
+}
+
+func (c child) env() []string {
+	return append(os.Environ(), "TPC_CHILD=1",
+		"TPC_BROKERS="+c.Brokers, "TPC_APP="+c.App, "TPC_IN="+c.In, "TPC_STATE="+c.State, "TPC_SINK="+c.Sink,
+		"TPC_MODE="+c.Mode, "TPC_CRASH="+c.Crash, "TPC_CRASH_AT="+strconv.Itoa(c.CrashAt), "TPC_ACTION="+c.Action,
+		"TPC_WANT="+strconv.Itoa(c.Want), "TPC_EXIT_AFTER="+c.ExitAfter.String())
+}
+
+func childFromEnv() child {
+	at, _ := strconv.Atoi(os.Getenv("TPC_CRASH_AT"))
+	want, _ := strconv.Atoi(os.Getenv("TPC_WANT"))
+	exitAfter, _ := time.ParseDuration(os.Getenv("TPC_EXIT_AFTER"))
+	return child{Brokers: os.Getenv("TPC_BROKERS"), App: os.Getenv("TPC_APP"), In: os.Getenv("TPC_IN"),
+		State: os.Getenv("TPC_STATE"), Sink: os.Getenv("TPC_SINK"), Mode: os.Getenv("TPC_MODE"),
+		Crash: os.Getenv("TPC_CRASH"), CrashAt: at, Action: os.Getenv("TPC_ACTION"), Want: want, ExitAfter: exitAfter}
+}
+
+// crasher kills or freezes the process at the CrashAt-th call of its point.
+type crasher struct {
+	point, action string
+	at            int
+	n             atomic.Int64
+}
+
+func (c *crasher) hit(point string) {
+	if c == nil || point != c.point || c.n.Add(1) != int64(c.at) {
+		return
+	}
+	if c.action == "stop" {
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		return
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
+}
+
+// hookedParticipant is sinkfile's Participant with the crash points of the
+// protocol around its calls.
+type hookedParticipant struct {
+	*sinkfile.Participant[string, []byte]
+	c *crasher
+}
+
+func (h hookedParticipant) Prepare(ctx context.Context, xid string, recs []sink.Record[string, []byte]) error {
+	h.c.hit("prepare-before")
+	err := h.Participant.Prepare(ctx, xid, recs)
+	h.c.hit("prepare-after")
+	return err
+}
+
+func (h hookedParticipant) CommitPrepared(ctx context.Context, xid string) error {
+	h.c.hit("commit-before")
+	err := h.Participant.CommitPrepared(ctx, xid)
+	h.c.hit("commit-after")
+	return err
+}
+
+// plainParticipant is the negative control: it writes at Prepare, visible
+// at once, so there is nothing to roll back or to recover.
+type plainParticipant struct{ hookedParticipant }
+
+func (p plainParticipant) Prepare(ctx context.Context, xid string, recs []sink.Record[string, []byte]) error {
+	p.c.hit("prepare-before")
+	err := p.Participant.Prepare(ctx, xid, recs)
+	if err == nil {
+		err = p.Participant.CommitPrepared(ctx, xid)
+	}
+	p.c.hit("prepare-after")
+	return err
+}
+func (plainParticipant) CommitPrepared(context.Context, string) error   { return nil }
+func (plainParticipant) RollbackPrepared(context.Context, string) error { return nil }
+func (plainParticipant) Prepared(context.Context, string) ([]string, error) {
+	return nil, nil
+}
+
+// hookedStore is sinkfile's Store with crash points around Write.
+type hookedStore struct {
+	*sinkfile.Store[string, []byte]
+	c *crasher
+}
+
+func (h hookedStore) Write(ctx context.Context, name, topic string, recs []sink.Record[string, []byte], next map[int32]int64) error {
+	h.c.hit("write-before")
+	err := h.Store.Write(ctx, name, topic, recs, next)
+	h.c.hit("write-after")
+	return err
+}
+
+// naiveStore is offsets mode's negative control: it appends every record
+// it is handed to a file and stores no offsets, so a restarted writer
+// hands it everything again.
+type naiveStore struct {
+	path string
+	c    *crasher
+	mu   sync.Mutex
+}
+
+func (s *naiveStore) Offsets(context.Context, string, string) (map[int32]int64, error) {
+	return map[int32]int64{}, nil
+}
+
+func (s *naiveStore) Write(_ context.Context, _, _ string, recs []sink.Record[string, []byte], _ map[int32]int64) error {
+	s.c.hit("write-before")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		fmt.Fprintf(f, "%s\n", idOf(r.Value))
+	}
+	err = errors.Join(f.Sync(), f.Close())
+	s.c.hit("write-after")
+	return err
+}
+
+// idOf is the input number a value carries: "<id>|<payload>".
+func idOf(v []byte) string {
+	id, _, _ := strings.Cut(string(v), "|")
+	return id
+}
+
+const sinkName = "out-db"
+
+// TestExternalSinkChild is an instance process of the tests below; it
+// runs only when re-executed by them.
+func TestExternalSinkChild(t *testing.T) {
+	if os.Getenv("TPC_CHILD") != "1" {
+		t.Skip("an instance process of the external sink tests")
+	}
+	c := childFromEnv()
+	cr := &crasher{point: c.Crash, action: c.Action, at: c.CrashAt}
+	tp := topology.New()
+	s := topology.MapValues(topology.From(tp, c.In, serde.String, serde.Bytes), func(v []byte) []byte {
+		cr.hit("process")
+		return v
+	})
+	var held func() (int, error)
+	switch c.Mode {
+	case "twophase", "plain":
+		p, err := sinkfile.NewParticipant(c.Sink, serde.String, serde.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var part sink.Participant[string, []byte] = hookedParticipant{p, cr}
+		if c.Mode == "plain" {
+			part = plainParticipant{hookedParticipant{p, cr}}
+		}
+		topology.ToParticipant(s, sinkName, part)
+		held = func() (int, error) {
+			recs, err := p.Committed()
+			return distinct(recs), err
+		}
+	case "offsets":
+		st, err := sinkfile.NewStore(c.Sink, serde.String, serde.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topology.ToIdempotent(s, sinkName, hookedStore{st, cr}, serde.String, serde.Bytes)
+		held = func() (int, error) {
+			recs, err := st.Records(sinkName, c.App+"-"+sinkName+"-sink")
+			return distinct(recs), err
+		}
+	case "naive":
+		ns := &naiveStore{path: filepath.Join(c.Sink, "naive.log"), c: cr}
+		topology.ToIdempotent[string, []byte](s, sinkName, ns, serde.String, serde.Bytes)
+		held = func() (int, error) {
+			ids, err := readNaive(ns.path)
+			set := map[string]bool{}
+			for _, id := range ids {
+				set[id] = true
+			}
+			return len(set), err
+		}
+	}
+	app, err := processor.New(tp, processor.ApplicationID(c.App), processor.Brokers(strings.Split(c.Brokers, ",")...),
+		processor.StateDir(c.State), processor.CommitInterval(30*time.Millisecond),
+		processor.SessionTimeout(6*time.Second), processor.RebalanceTimeout(6*time.Second),
+		processor.TransactionTimeout(10*time.Second),
+		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	start := time.Now()
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("instance stopped: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if c.ExitAfter > 0 && time.Since(start) > c.ExitAfter {
+			break
+		}
+		if n, err := held(); err == nil && c.Want > 0 && n >= c.Want {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("timed out")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func distinct(recs []sink.Record[string, []byte]) int {
+	set := map[string]bool{}
+	for _, r := range recs {
+		set[idOf(r.Value)] = true
+	}
+	return len(set)
+}
+
+func readNaive(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ids []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ids = append(ids, sc.Text())
+	}
+	return ids, sc.Err()
+}
+
+// checkExactlyOnce is the checker: the ids held are 0..n-1, each once.
+func checkExactlyOnce(ids []string, n int) error {
+	count := map[string]int{}
+	for _, id := range ids {
+		count[id]++
+	}
+	var dup, lost []string
+	for id, c := range count {
+		if c > 1 {
+			dup = append(dup, fmt.Sprintf("%s×%d", id, c))
+		}
+	}
+	for i := range n {
+		if count[strconv.Itoa(i)] == 0 {
+			lost = append(lost, strconv.Itoa(i))
+		}
+	}
+	if len(count) > n+len(dup) || len(dup) > 0 || len(lost) > 0 {
+		return fmt.Errorf("%d records held: %d duplicated (%.10v), %d lost (%.10v)", len(ids), len(dup), dup, len(lost), lost)
+	}
+	return nil
+}
+
+// extHarness runs a scenario: a broker, an input topic fed with n
+// adversarial records, instance processes, and the store's directory.
+type extHarness struct {
+	t        *testing.T
+	brokers  []string
+	app, in  string
+	sinkDir  string
+	n        int
+	feedDone chan struct{}
+}
+
+func newExtHarness(t *testing.T, n int) *extHarness {
+	addrs := testBrokers(t)
+	h := &extHarness{t: t, brokers: addrs, app: uniq(t, "tpc"), in: uniq(t, "tpc-in"), sinkDir: t.TempDir(), n: n, feedDone: make(chan struct{})}
+	cl := setup(t, addrs, 3, h.in)
+	keys := testkeys.All()
+	go func() {
+		// Fed while instances run, so that the records spread over many
+		// transactions.
+		defer close(h.feedDone)
+		for i := range n {
+			v := fmt.Sprintf("%d|", i)
+			switch i % 4 {
+			case 1:
+				v += string([]byte{0xff, 0xfe, 0})
+			case 2:
+				v += strings.Repeat("x", 300)
+			}
+			cl.Produce(context.Background(), &kgo.Record{Key: []byte(keys[i%len(keys)]), Value: []byte(v)}, nil)
+			if i%5 == 4 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if err := cl.Flush(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { <-h.feedDone })
+	return h
+}
+
+// start starts an instance process with its own state directory.
+func (h *extHarness) start(c child) *exec.Cmd {
+	h.t.Helper()
+	c.Brokers, c.App, c.In, c.Sink = strings.Join(h.brokers, ","), h.app, h.in, h.sinkDir
+	if c.State == "" {
+		c.State = h.t.TempDir()
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExternalSinkChild$", "-test.v")
+	cmd.Env = c.env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		if h.t.Failed() {
+			h.t.Logf("instance %d (%s %s@%d):\n%s", cmd.Process.Pid, c.Mode, c.Crash, c.CrashAt, tail(out.String(), 4000))
+		}
+	})
+	return cmd
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// wait waits for an instance to end and reports whether it was killed.
+func (h *extHarness) wait(cmd *exec.Cmd, timeout time.Duration) (killed bool) {
+	h.t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return true
+		}
+		if err != nil {
+			h.t.Fatalf("instance failed: %v", err)
+		}
+		return false
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		<-done
+		h.t.Fatalf("instance did not end within %v", timeout)
+		return false
+	}
+}
+
+// participant opens the store's directory as a reader.
+func (h *extHarness) participant() *sinkfile.Participant[string, []byte] {
+	p, err := sinkfile.NewParticipant(h.sinkDir, serde.String, serde.Bytes)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p
+}
+
+func (h *extHarness) committedIDs() []string {
+	recs, err := h.participant().Committed()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = idOf(r.Value)
+		if r.Topic != h.in || r.Offset < 0 {
+			h.t.Errorf("record %s has the coordinates %s/%d@%d, not its input's", ids[i], r.Topic, r.Partition, r.Offset)
+		}
+	}
+	return ids
+}
+
+func (h *extHarness) prepared() int {
+	n, err := h.participant().PreparedCount()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// TestTwoPhaseSinkCrashPointsConverge kills an instance at each crash
+// point of the protocol, restarts, and checks that the store holds every
+// input exactly once with nothing left prepared. What the crash left is
+// checked too, so that the cases between Prepare and CommitPrepared
+// provably hit their point: a prepared transaction is left after
+// prepare-after (rolled back by recovery: its Kafka transaction aborted)
+// and after commit-before (committed by recovery: its Kafka transaction
+// committed). (Before a Prepare, the other tasks' Prepares of the same
+// commit may have run.)
+func TestTwoPhaseSinkCrashPointsConverge(t *testing.T) {
+	for _, tc := range []struct {
+		point        string
+		leftPrepared bool
+	}{
+		{"prepare-before", false},
+		{"prepare-after", true},
+		{"commit-before", true},
+		{"commit-after", false},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			h := newExtHarness(t, 600)
+			state := t.TempDir() // the restart is the same instance
+			first := h.start(child{Mode: "twophase", State: state, Crash: tc.point, CrashAt: 3})
+			if !h.wait(first, 30*time.Second) {
+				t.Fatal("the instance did not reach its crash point")
+			}
+			if n := h.prepared(); tc.leftPrepared && n == 0 {
+				t.Errorf("after the crash nothing is prepared: the crash point was not between Prepare and CommitPrepared")
+			}
+			<-h.feedDone
+			h.wait(h.start(child{Mode: "twophase", State: state, Want: h.n}), 45*time.Second)
+			if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
+				t.Error(err)
+			}
+			if n := h.prepared(); n != 0 {
+				t.Errorf("%d transactions left prepared after a clean stop", n)
+			}
+		})
+	}
+}
+
+// TestTwoPhaseSinkNegativeControl: the same crash with a sink that writes
+// without two-phase commit (visible at Prepare) duplicates what the
+// aborted Kafka transaction had written, and the checker says so.
+func TestTwoPhaseSinkNegativeControl(t *testing.T) {
+	h := newExtHarness(t, 600)
+	state := t.TempDir()
+	if !h.wait(h.start(child{Mode: "plain", State: state, Crash: "prepare-after", CrashAt: 3}), 30*time.Second) {
+		t.Fatal("the instance did not reach its crash point")
+	}
+	<-h.feedDone
+	h.wait(h.start(child{Mode: "plain", State: state, Want: h.n}), 45*time.Second)
+	if err := checkExactlyOnce(h.committedIDs(), h.n); err == nil {
+		t.Error("the checker found nothing wrong with a sink that writes without two-phase commit")
+	} else {
+		t.Logf("as expected: %v", err)
+	}
+}
