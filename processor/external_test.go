@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-streams/sluice/sink"
 	"github.com/sluice-streams/sluice/sink/sinkfile"
 	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/txn"
 )
 
 // External sinks (invariant 7) on real processes: the test binary re-execs
@@ -68,16 +69,27 @@ type crasher struct {
 	n             atomic.Int64
 }
 
-func (c *crasher) hit(point string) {
-	if c == nil || point != c.point || c.n.Add(1) != int64(c.at) {
-		return
+// errInjected is what a point fails with under the action fail.
+var errInjected = errors.New("injected failure")
+
+// hit acts at the point's CrashAt-th call: kill, stop (freeze until
+// SIGCONT), or fail (an error from this call and the 4 after it).
+func (c *crasher) hit(point string) error {
+	if c == nil || point != c.point {
+		return nil
 	}
-	if c.action == "stop" {
+	n := c.n.Add(1)
+	switch {
+	case c.action == "fail" && n >= int64(c.at) && n < int64(c.at)+5:
+		return errInjected
+	case n != int64(c.at):
+	case c.action == "stop":
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-		return
+	case c.action == "":
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // the signal is on its way
+	return nil
 }
 
 // hookedParticipant is sinkfile's Participant with the crash points of the
@@ -88,14 +100,18 @@ type hookedParticipant struct {
 }
 
 func (h hookedParticipant) Prepare(ctx context.Context, xid string, recs []sink.Record[string, []byte]) error {
-	h.c.hit("prepare-before")
+	if err := h.c.hit("prepare-before"); err != nil {
+		return err
+	}
 	err := h.Participant.Prepare(ctx, xid, recs)
 	h.c.hit("prepare-after")
 	return err
 }
 
 func (h hookedParticipant) CommitPrepared(ctx context.Context, xid string) error {
-	h.c.hit("commit-before")
+	if err := h.c.hit("commit-before"); err != nil {
+		return err
+	}
 	err := h.Participant.CommitPrepared(ctx, xid)
 	h.c.hit("commit-after")
 	return err
@@ -106,7 +122,9 @@ func (h hookedParticipant) CommitPrepared(ctx context.Context, xid string) error
 type plainParticipant struct{ hookedParticipant }
 
 func (p plainParticipant) Prepare(ctx context.Context, xid string, recs []sink.Record[string, []byte]) error {
-	p.c.hit("prepare-before")
+	if err := p.c.hit("prepare-before"); err != nil {
+		return err
+	}
 	err := p.Participant.Prepare(ctx, xid, recs)
 	if err == nil {
 		err = p.Participant.CommitPrepared(ctx, xid)
@@ -127,7 +145,9 @@ type hookedStore struct {
 }
 
 func (h hookedStore) Write(ctx context.Context, name, topic string, recs []sink.Record[string, []byte], next map[int32]int64) error {
-	h.c.hit("write-before")
+	if err := h.c.hit("write-before"); err != nil {
+		return err
+	}
 	err := h.Store.Write(ctx, name, topic, recs, next)
 	h.c.hit("write-after")
 	return err
@@ -147,7 +167,9 @@ func (s *naiveStore) Offsets(context.Context, string, string) (map[int32]int64, 
 }
 
 func (s *naiveStore) Write(_ context.Context, _, _ string, recs []sink.Record[string, []byte], _ map[int32]int64) error {
-	s.c.hit("write-before")
+	if err := s.c.hit("write-before"); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -313,6 +335,7 @@ type extHarness struct {
 	sinkDir  string
 	n        int
 	feedDone chan struct{}
+	outs     map[*exec.Cmd]*strings.Builder // what each instance logged; read after it ended
 }
 
 func newExtHarness(t *testing.T, n int) *extHarness {
@@ -355,8 +378,12 @@ func (h *extHarness) start(c child) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestExternalSinkChild$", "-test.v")
 	cmd.Env = c.env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if h.outs == nil {
+		h.outs = map[*exec.Cmd]*strings.Builder{}
+	}
+	h.outs[cmd] = out
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
@@ -487,6 +514,192 @@ func TestTwoPhaseSinkNegativeControl(t *testing.T) {
 	h.wait(h.start(child{Mode: "plain", State: state, Want: h.n}), 45*time.Second)
 	if err := checkExactlyOnce(h.committedIDs(), h.n); err == nil {
 		t.Error("the checker found nothing wrong with a sink that writes without two-phase commit")
+	} else {
+		t.Logf("as expected: %v", err)
+	}
+}
+
+// TestTwoPhaseSinkInjectedFailures: a Prepare that fails aborts the Kafka
+// transaction, whose records are replayed into a new one; a CommitPrepared
+// that fails after the Kafka commit is retried (with backoff) before the
+// task prepares again. Five failures in a row of each, in one instance
+// that then finishes: every input exactly once, nothing prepared.
+func TestTwoPhaseSinkInjectedFailures(t *testing.T) {
+	for _, point := range []string{"prepare-before", "commit-before"} {
+		t.Run(point, func(t *testing.T) {
+			h := newExtHarness(t, 600)
+			cmd := h.start(child{Mode: "twophase", Crash: point, CrashAt: 3, Action: "fail", Want: h.n})
+			h.wait(cmd, 45*time.Second)
+			// The failures took the path under test.
+			want := map[string]string{"prepare-before": "a sink could not prepare", "commit-before": "sink commit failed after the Kafka commit"}[point]
+			if got := strings.Count(h.outs[cmd].String(), want); got < 2 {
+				t.Errorf("the instance logged %q %d times, want 2 or more (5 failures over up to 3 tasks per commit)", want, got)
+			}
+			if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
+				t.Error(err)
+			}
+			if n := h.prepared(); n != 0 {
+				t.Errorf("%d transactions left prepared after a clean stop", n)
+			}
+		})
+	}
+}
+
+// stopped reports whether pid is stopped (SIGSTOP), from /proc.
+func stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "T")
+}
+
+// TestTwoPhaseSinkZombie freezes an instance (SIGSTOP) right after it
+// prepared, lets another instance take its tasks over (after the frozen
+// one's session timeout) and finish the job, then thaws the zombie: its
+// Kafka commit is fenced, and its prepared transaction, rolled back by the
+// new owner's recovery, never becomes visible.
+func TestTwoPhaseSinkZombie(t *testing.T) {
+	h := newExtHarness(t, 600)
+	zombie := h.start(child{Mode: "twophase", Crash: "prepare-after", CrashAt: 3, Action: "stop", Want: h.n})
+	deadline := time.Now().Add(30 * time.Second)
+	for !stopped(zombie.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the instance did not freeze at its crash point")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h.prepared() == 0 {
+		t.Fatal("the frozen instance left nothing prepared")
+	}
+	<-h.feedDone
+	h.wait(h.start(child{Mode: "twophase", Want: h.n}), 60*time.Second)
+	if n := h.prepared(); n != 0 {
+		t.Errorf("the new owner left %d transactions prepared: the zombie's was not rolled back", n)
+	}
+	if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
+		t.Error(err)
+	}
+	// Thawed, the zombie finds its commit fenced and stops (the store
+	// holds everything already; Run may return the fencing, as it
+	// stopped while its session failed).
+	syscall.Kill(zombie.Process.Pid, syscall.SIGCONT)
+	done := make(chan error, 1)
+	go func() { done <- zombie.Wait() }()
+	select {
+	case err := <-done:
+		t.Logf("the zombie ended: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the zombie did not end")
+	}
+	if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
+		t.Errorf("after the zombie thawed: %v", err)
+	}
+	if n := h.prepared(); n != 0 {
+		t.Errorf("%d transactions left prepared after the zombie stopped", n)
+	}
+}
+
+// TestTwoPhaseSinkRebalances runs two instances over one input: the second
+// joins while the first works (its tasks move mid-flight), then the first
+// leaves (they move back); exactly once throughout.
+func TestTwoPhaseSinkRebalances(t *testing.T) {
+	h := newExtHarness(t, 1500)
+	a := h.start(child{Mode: "twophase", ExitAfter: 4 * time.Second})
+	time.Sleep(1500 * time.Millisecond)
+	b := h.start(child{Mode: "twophase", Want: h.n})
+	h.wait(a, 45*time.Second)
+	h.wait(b, 60*time.Second)
+	if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
+		t.Error(err)
+	}
+	if n := h.prepared(); n != 0 {
+		t.Errorf("%d transactions left prepared after clean stops", n)
+	}
+}
+
+// TestTwoPhaseSinkNeedsExactlyOnce: New refuses a two-phase sink under
+// the other guarantees, naming the sink.
+func TestTwoPhaseSinkNeedsExactlyOnce(t *testing.T) {
+	p, err := sinkfile.NewParticipant(t.TempDir(), serde.String, serde.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []txn.Guarantee{txn.AtLeastOnce, txn.AtMostOnce} {
+		tp := topology.New()
+		topology.ToParticipant(topology.From(tp, "in", serde.String, serde.Bytes), "db", p)
+		_, err := processor.New(tp, processor.ApplicationID("a"), processor.Guarantee(g))
+		if !errors.Is(err, processor.ErrSinkGuarantee) || !strings.Contains(err.Error(), `"db"`) {
+			t.Errorf("%s: %v, want ErrSinkGuarantee naming the sink", g, err)
+		}
+	}
+	tp := topology.New()
+	topology.ToParticipant(topology.From(tp, "in", serde.String, serde.Bytes), "db", p)
+	if _, err := processor.New(tp, processor.ApplicationID("a")); err != nil {
+		t.Errorf("exactly_once: %v", err)
+	}
+}
+
+// storeIDs reads what a reader of the offsets-mode store sees.
+func (h *extHarness) storeIDs() []string {
+	st, err := sinkfile.NewStore(h.sinkDir, serde.String, serde.Bytes)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	recs, err := st.Records(sinkName, h.app+"-"+sinkName+"-sink")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = idOf(r.Value)
+	}
+	return ids
+}
+
+// TestOffsetsSinkCrashesConverge kills an instance of an offsets-mode
+// sink around its store's Write, and in the middle of a transaction (its
+// records already in the sink topic, then aborted by the restart); the
+// restarted instance's writer skips what the store holds and never hands
+// it an aborted record.
+func TestOffsetsSinkCrashesConverge(t *testing.T) {
+	for _, point := range []string{"write-before", "write-after", "process"} {
+		t.Run(point, func(t *testing.T) {
+			h := newExtHarness(t, 600)
+			state := t.TempDir()
+			at := 3
+			if point == "process" {
+				at = 250
+			}
+			if !h.wait(h.start(child{Mode: "offsets", State: state, Crash: point, CrashAt: at}), 30*time.Second) {
+				t.Fatal("the instance did not reach its crash point")
+			}
+			<-h.feedDone
+			h.wait(h.start(child{Mode: "offsets", State: state, Want: h.n}), 45*time.Second)
+			if err := checkExactlyOnce(h.storeIDs(), h.n); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestOffsetsSinkNegativeControl: a store that keeps no offsets is handed
+// everything again after a restart, and the checker says so.
+func TestOffsetsSinkNegativeControl(t *testing.T) {
+	h := newExtHarness(t, 600)
+	state := t.TempDir()
+	if !h.wait(h.start(child{Mode: "naive", State: state, Crash: "write-after", CrashAt: 3}), 30*time.Second) {
+		t.Fatal("the instance did not reach its crash point")
+	}
+	<-h.feedDone
+	h.wait(h.start(child{Mode: "naive", State: state, Want: h.n}), 45*time.Second)
+	ids, err := readNaive(filepath.Join(h.sinkDir, "naive.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkExactlyOnce(ids, h.n); err == nil {
+		t.Error("the checker found nothing wrong with a store that keeps no offsets")
 	} else {
 		t.Logf("as expected: %v", err)
 	}
