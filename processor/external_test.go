@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -41,25 +44,28 @@ type child struct {
 	Mode                          string // twophase, plain (the negative control), offsets, naive (offsets' negative control)
 	Crash                         string // the crash point: prepare-before, prepare-after, commit-before, commit-after, write-before, write-after, process
 	CrashAt                       int    // at its CrashAt-th call
-	Action                        string // kill (default) or stop
+	Action                        string // kill (default), later (kill 100ms later), stop, or fail
 	Want                          int    // exit cleanly once the store holds this many distinct inputs
 	ExitAfter                     time.Duration
+	CommitInterval                time.Duration // default 30ms
 }
 
 func (c child) env() []string {
 	return append(os.Environ(), "TPC_CHILD=1",
 		"TPC_BROKERS="+c.Brokers, "TPC_APP="+c.App, "TPC_IN="+c.In, "TPC_STATE="+c.State, "TPC_SINK="+c.Sink,
 		"TPC_MODE="+c.Mode, "TPC_CRASH="+c.Crash, "TPC_CRASH_AT="+strconv.Itoa(c.CrashAt), "TPC_ACTION="+c.Action,
-		"TPC_WANT="+strconv.Itoa(c.Want), "TPC_EXIT_AFTER="+c.ExitAfter.String())
+		"TPC_WANT="+strconv.Itoa(c.Want), "TPC_EXIT_AFTER="+c.ExitAfter.String(), "TPC_COMMIT="+c.CommitInterval.String())
 }
 
 func childFromEnv() child {
 	at, _ := strconv.Atoi(os.Getenv("TPC_CRASH_AT"))
 	want, _ := strconv.Atoi(os.Getenv("TPC_WANT"))
 	exitAfter, _ := time.ParseDuration(os.Getenv("TPC_EXIT_AFTER"))
+	commit, _ := time.ParseDuration(os.Getenv("TPC_COMMIT"))
 	return child{Brokers: os.Getenv("TPC_BROKERS"), App: os.Getenv("TPC_APP"), In: os.Getenv("TPC_IN"),
 		State: os.Getenv("TPC_STATE"), Sink: os.Getenv("TPC_SINK"), Mode: os.Getenv("TPC_MODE"),
-		Crash: os.Getenv("TPC_CRASH"), CrashAt: at, Action: os.Getenv("TPC_ACTION"), Want: want, ExitAfter: exitAfter}
+		Crash: os.Getenv("TPC_CRASH"), CrashAt: at, Action: os.Getenv("TPC_ACTION"), Want: want, ExitAfter: exitAfter,
+		CommitInterval: commit}
 }
 
 // crasher kills or freezes the process at the CrashAt-th call of its point.
@@ -85,6 +91,14 @@ func (c *crasher) hit(point string) error {
 	case n != int64(c.at):
 	case c.action == "stop":
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	case c.action == "later":
+		// In a moment (100ms): while the records after this one are in an
+		// open transaction (this one's are held in its unit until it
+		// returns).
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}()
 	case c.action == "":
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
@@ -244,7 +258,7 @@ func TestExternalSinkChild(t *testing.T) {
 		}
 	}
 	app, err := processor.New(tp, processor.ApplicationID(c.App), processor.Brokers(strings.Split(c.Brokers, ",")...),
-		processor.StateDir(c.State), processor.CommitInterval(30*time.Millisecond),
+		processor.StateDir(c.State), processor.CommitInterval(cmp.Or(c.CommitInterval, 30*time.Millisecond)),
 		processor.SessionTimeout(6*time.Second), processor.RebalanceTimeout(6*time.Second),
 		processor.TransactionTimeout(10*time.Second),
 		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))))
@@ -668,11 +682,13 @@ func TestOffsetsSinkCrashesConverge(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			h := newExtHarness(t, 600)
 			state := t.TempDir()
-			at := 3
+			c := child{Mode: "offsets", State: state, Crash: point, CrashAt: 3}
 			if point == "process" {
-				at = 250
+				// Long transactions, so that the kill finds one open
+				// with records in the sink topic.
+				c.CrashAt, c.Action, c.CommitInterval = 250, "later", time.Second
 			}
-			if !h.wait(h.start(child{Mode: "offsets", State: state, Crash: point, CrashAt: at}), 30*time.Second) {
+			if !h.wait(h.start(c), 30*time.Second) {
 				t.Fatal("the instance did not reach its crash point")
 			}
 			<-h.feedDone
@@ -680,8 +696,62 @@ func TestOffsetsSinkCrashesConverge(t *testing.T) {
 			if err := checkExactlyOnce(h.storeIDs(), h.n); err != nil {
 				t.Error(err)
 			}
+			if point == "process" {
+				// The crash left aborted records in the sink topic
+				// (the case is about them), which the store lacks.
+				topic := h.app + "-" + sinkName + "-sink"
+				committed, err := readback.ReadCommitted(context.Background(), h.brokers, topic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if all := h.uncommitted(topic); all <= len(committed) {
+					t.Errorf("the sink topic has %d records read_uncommitted and %d read_committed: the crash aborted none", all, len(committed))
+				}
+			}
 		})
 	}
+}
+
+// uncommitted counts the data records of topic read_uncommitted: those of
+// aborted transactions too.
+func (h *extHarness) uncommitted(topic string) int {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	cl.Close()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	left := map[int32]int64{}
+	parts := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition], parts[o.Partition] = o.Offset, kgo.NewOffset().AtStart()
+		}
+	})
+	cl, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	n := 0
+	for len(left) > 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return n
 }
 
 // TestOffsetsSinkNegativeControl: a store that keeps no offsets is handed
