@@ -145,7 +145,12 @@ func (x *externals) open(ctx context.Context, t *task.Task) error {
 		if err != nil {
 			return fmt.Errorf("processor: task %s: sink %s: read the recorded transaction: %w", id, s.Spec.Name, err)
 		}
-		if err := st.recover(ctx, string(recorded)); err != nil {
+		// Bounded, so that a store that hangs does not hold the
+		// loop (and the group) forever.
+		rctx, cancel := context.WithTimeout(ctx, a.cfg.txnTimeout)
+		err = st.recover(rctx, string(recorded))
+		cancel()
+		if err != nil {
 			// The store may be down for a while: the session is
 			// rebuilt, and the task opens again.
 			return errRetryable{fmt.Errorf("processor: task %s: sink %s: recover prepared transactions: %w", id, s.Spec.Name, err)}
