@@ -442,6 +442,24 @@ func (h *extHarness) wait(cmd *exec.Cmd, timeout time.Duration) (killed bool) {
 	}
 }
 
+// crashAndRestart runs instance c to its crash point (it must be killed
+// there), calls between, and then runs the same instance again (its state
+// directory) until the store holds all the input, once it is all fed.
+func (h *extHarness) crashAndRestart(c child, between func()) {
+	h.t.Helper()
+	if c.State == "" {
+		c.State = h.t.TempDir()
+	}
+	if !h.wait(h.start(c), 30*time.Second) {
+		h.t.Fatal("the instance did not reach its crash point")
+	}
+	if between != nil {
+		between()
+	}
+	<-h.feedDone
+	h.wait(h.start(child{Mode: c.Mode, State: c.State, Want: h.n}), 45*time.Second)
+}
+
 // participant opens the store's directory as a reader.
 func (h *extHarness) participant() *sinkfile.Participant[string, []byte] {
 	p, err := sinkfile.NewParticipant(h.sinkDir, serde.String, serde.Bytes)
@@ -495,16 +513,11 @@ func TestTwoPhaseSinkCrashPointsConverge(t *testing.T) {
 	} {
 		t.Run(tc.point, func(t *testing.T) {
 			h := newExtHarness(t, 600)
-			state := t.TempDir() // the restart is the same instance
-			first := h.start(child{Mode: "twophase", State: state, Crash: tc.point, CrashAt: 3})
-			if !h.wait(first, 30*time.Second) {
-				t.Fatal("the instance did not reach its crash point")
-			}
-			if n := h.prepared(); tc.leftPrepared && n == 0 {
-				t.Errorf("after the crash nothing is prepared: the crash point was not between Prepare and CommitPrepared")
-			}
-			<-h.feedDone
-			h.wait(h.start(child{Mode: "twophase", State: state, Want: h.n}), 45*time.Second)
+			h.crashAndRestart(child{Mode: "twophase", Crash: tc.point, CrashAt: 3}, func() {
+				if n := h.prepared(); tc.leftPrepared && n == 0 {
+					t.Errorf("after the crash nothing is prepared: the crash point was not between Prepare and CommitPrepared")
+				}
+			})
 			if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
 				t.Error(err)
 			}
@@ -520,12 +533,7 @@ func TestTwoPhaseSinkCrashPointsConverge(t *testing.T) {
 // aborted Kafka transaction had written, and the checker says so.
 func TestTwoPhaseSinkNegativeControl(t *testing.T) {
 	h := newExtHarness(t, 600)
-	state := t.TempDir()
-	if !h.wait(h.start(child{Mode: "plain", State: state, Crash: "prepare-after", CrashAt: 3}), 30*time.Second) {
-		t.Fatal("the instance did not reach its crash point")
-	}
-	<-h.feedDone
-	h.wait(h.start(child{Mode: "plain", State: state, Want: h.n}), 45*time.Second)
+	h.crashAndRestart(child{Mode: "plain", Crash: "prepare-after", CrashAt: 3}, nil)
 	if err := checkExactlyOnce(h.committedIDs(), h.n); err == nil {
 		t.Error("the checker found nothing wrong with a sink that writes without two-phase commit")
 	} else {
@@ -681,18 +689,13 @@ func TestOffsetsSinkCrashesConverge(t *testing.T) {
 	for _, point := range []string{"write-before", "write-after", "process"} {
 		t.Run(point, func(t *testing.T) {
 			h := newExtHarness(t, 600)
-			state := t.TempDir()
-			c := child{Mode: "offsets", State: state, Crash: point, CrashAt: 3}
+			c := child{Mode: "offsets", Crash: point, CrashAt: 3}
 			if point == "process" {
 				// Long transactions, so that the kill finds one open
 				// with records in the sink topic.
 				c.CrashAt, c.Action, c.CommitInterval = 250, "later", time.Second
 			}
-			if !h.wait(h.start(c), 30*time.Second) {
-				t.Fatal("the instance did not reach its crash point")
-			}
-			<-h.feedDone
-			h.wait(h.start(child{Mode: "offsets", State: state, Want: h.n}), 45*time.Second)
+			h.crashAndRestart(c, nil)
 			if err := checkExactlyOnce(h.storeIDs(), h.n); err != nil {
 				t.Error(err)
 			}
@@ -758,12 +761,7 @@ func (h *extHarness) uncommitted(topic string) int {
 // everything again after a restart, and the checker says so.
 func TestOffsetsSinkNegativeControl(t *testing.T) {
 	h := newExtHarness(t, 600)
-	state := t.TempDir()
-	if !h.wait(h.start(child{Mode: "naive", State: state, Crash: "write-after", CrashAt: 3}), 30*time.Second) {
-		t.Fatal("the instance did not reach its crash point")
-	}
-	<-h.feedDone
-	h.wait(h.start(child{Mode: "naive", State: state, Want: h.n}), 45*time.Second)
+	h.crashAndRestart(child{Mode: "naive", Crash: "write-after", CrashAt: 3}, nil)
 	ids, err := readNaive(filepath.Join(h.sinkDir, "naive.log"))
 	if err != nil {
 		t.Fatal(err)
