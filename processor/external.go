@@ -118,6 +118,8 @@ type tpcState struct {
 	unresolved string
 	backoff    time.Duration
 	nextTry    time.Time
+
+	committed, rolledBack int // by recover, for its log line
 }
 
 func (m *member) ext() *externals {
@@ -155,7 +157,10 @@ func (x *externals) open(ctx context.Context, t *task.Task) error {
 			// rebuilt, and the task opens again.
 			return errRetryable{fmt.Errorf("processor: task %s: sink %s: recover prepared transactions: %w", id, s.Spec.Name, err)}
 		}
-		a.log.Debug("sink recovered", "task", id.String(), "sink", s.Spec.Name, "recorded", string(recorded))
+		if st.committed+st.rolledBack > 0 {
+			a.log.Info("sink recovered prepared transactions", "task", id.String(), "sink", s.Spec.Name,
+				"recorded", string(recorded), "committed", st.committed, "rolled_back", st.rolledBack)
+		}
 		states = append(states, st)
 	}
 	if len(states) > 0 {
@@ -181,8 +186,10 @@ func (s *tpcState) recover(ctx context.Context, recorded string) error {
 	for _, xid := range xids {
 		if xid == recorded {
 			err = s.spec.CommitPrepared(ctx, xid)
+			s.committed++
 		} else {
 			err = s.spec.RollbackPrepared(ctx, xid)
+			s.rolledBack++
 		}
 		if err != nil && !errors.Is(err, sink.ErrNotPrepared) {
 			errs = append(errs, fmt.Errorf("%s: %w", xid, err))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,7 +42,7 @@ import (
 // child is what an instance process is told, through its environment.
 type child struct {
 	Brokers, App, In, State, Sink string
-	Mode                          string // twophase, plain (the negative control), offsets, naive (offsets' negative control)
+	Mode                          string // twophase, plain and norecovery (its negative controls), offsets, naive (offsets' negative control)
 	Crash                         string // the crash point: prepare-before, prepare-after, commit-before, commit-after, write-before, write-after, process
 	CrashAt                       int    // at its CrashAt-th call
 	Action                        string // kill (default), later (kill 100ms later), stop, or fail
@@ -152,6 +153,12 @@ func (plainParticipant) Prepared(context.Context, string) ([]string, error) {
 	return nil, nil
 }
 
+// blindParticipant is the other negative control: two-phase, but its
+// Prepared finds nothing, so that recovery resolves nothing.
+type blindParticipant struct{ hookedParticipant }
+
+func (blindParticipant) Prepared(context.Context, string) ([]string, error) { return nil, nil }
+
 // hookedStore is sinkfile's Store with crash points around Write.
 type hookedStore struct {
 	*sinkfile.Store[string, []byte]
@@ -221,14 +228,17 @@ func TestExternalSinkChild(t *testing.T) {
 	})
 	var held func() (int, error)
 	switch c.Mode {
-	case "twophase", "plain":
+	case "twophase", "plain", "norecovery":
 		p, err := sinkfile.NewParticipant(c.Sink, serde.String, serde.Bytes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var part sink.Participant[string, []byte] = hookedParticipant{p, cr}
-		if c.Mode == "plain" {
+		switch c.Mode {
+		case "plain":
 			part = plainParticipant{hookedParticipant{p, cr}}
+		case "norecovery":
+			part = blindParticipant{hookedParticipant{p, cr}}
 		}
 		topology.ToParticipant(s, sinkName, part)
 		held = func() (int, error) {
@@ -445,7 +455,7 @@ func (h *extHarness) wait(cmd *exec.Cmd, timeout time.Duration) (killed bool) {
 // crashAndRestart runs instance c to its crash point (it must be killed
 // there), calls between, and then runs the same instance again (its state
 // directory) until the store holds all the input, once it is all fed.
-func (h *extHarness) crashAndRestart(c child, between func()) {
+func (h *extHarness) crashAndRestart(c child, between func()) (restart *exec.Cmd) {
 	h.t.Helper()
 	if c.State == "" {
 		c.State = h.t.TempDir()
@@ -457,7 +467,15 @@ func (h *extHarness) crashAndRestart(c child, between func()) {
 		between()
 	}
 	<-h.feedDone
-	h.wait(h.start(child{Mode: c.Mode, State: c.State, Want: h.n}), 45*time.Second)
+	again := child{Mode: c.Mode, State: c.State, Want: h.n}
+	if c.Mode == "norecovery" {
+		// It loses records, so it never holds them all: it stops after
+		// a while, past the end of the input.
+		again.Want, again.ExitAfter = 0, 5*time.Second
+	}
+	restart = h.start(again)
+	h.wait(restart, 45*time.Second)
+	return restart
 }
 
 // participant opens the store's directory as a reader.
@@ -505,19 +523,23 @@ func TestTwoPhaseSinkCrashPointsConverge(t *testing.T) {
 	for _, tc := range []struct {
 		point        string
 		leftPrepared bool
+		recovery     string // what the restart's recovery logged, a regexp
 	}{
-		{"prepare-before", false},
-		{"prepare-after", true},
-		{"commit-before", true},
-		{"commit-after", false},
+		{"prepare-before", false, ""},
+		{"prepare-after", true, `recovered prepared transactions".*committed=0 rolled_back=[1-9]`},
+		{"commit-before", true, `recovered prepared transactions".*committed=1 `},
+		{"commit-after", false, ""},
 	} {
 		t.Run(tc.point, func(t *testing.T) {
 			h := newExtHarness(t, 600)
-			h.crashAndRestart(child{Mode: "twophase", Crash: tc.point, CrashAt: 3}, func() {
+			restart := h.crashAndRestart(child{Mode: "twophase", Crash: tc.point, CrashAt: 3}, func() {
 				if n := h.prepared(); tc.leftPrepared && n == 0 {
 					t.Errorf("after the crash nothing is prepared: the crash point was not between Prepare and CommitPrepared")
 				}
 			})
+			if tc.recovery != "" && !regexp.MustCompile(tc.recovery).MatchString(h.outs[restart].String()) {
+				t.Errorf("the restart's recovery did not log %q", tc.recovery)
+			}
 			if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
 				t.Error(err)
 			}
@@ -755,6 +777,20 @@ func (h *extHarness) uncommitted(topic string) int {
 		})
 	}
 	return n
+}
+
+// TestTwoPhaseSinkWithoutRecovery is the negative control of recovery: a
+// crash after the Kafka commit and before CommitPrepared, with a
+// participant whose Prepared finds nothing, loses the committed
+// transaction's records, and the checker says so.
+func TestTwoPhaseSinkWithoutRecovery(t *testing.T) {
+	h := newExtHarness(t, 600)
+	h.crashAndRestart(child{Mode: "norecovery", Crash: "commit-before", CrashAt: 3}, nil)
+	if err := checkExactlyOnce(h.committedIDs(), h.n); err == nil || !strings.Contains(err.Error(), "0 duplicated") {
+		t.Errorf("the checker found %v with a sink whose recovery is blind, want losses only", err)
+	} else {
+		t.Logf("as expected: %v", err)
+	}
 }
 
 // TestOffsetsSinkNegativeControl: a store that keeps no offsets is handed
