@@ -645,21 +645,32 @@ func TestTwoPhaseSinkZombie(t *testing.T) {
 	}
 }
 
-// TestTwoPhaseSinkRebalances runs two instances over one input: the second
-// joins while the first works (its tasks move mid-flight), then the first
-// leaves (they move back); exactly once throughout.
-func TestTwoPhaseSinkRebalances(t *testing.T) {
-	h := newExtHarness(t, 1500)
-	a := h.start(child{Mode: "twophase", ExitAfter: 4 * time.Second})
-	time.Sleep(1500 * time.Millisecond)
-	b := h.start(child{Mode: "twophase", Want: h.n})
-	h.wait(a, 45*time.Second)
-	h.wait(b, 60*time.Second)
-	if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
-		t.Error(err)
-	}
-	if n := h.prepared(); n != 0 {
-		t.Errorf("%d transactions left prepared after clean stops", n)
+// TestExternalSinksRebalance runs two instances over one input: the
+// second joins while the first works (its tasks, and with them the
+// offsets-mode writers, move mid-flight), then the first leaves (they move
+// back); exactly once throughout, in both modes.
+func TestExternalSinksRebalance(t *testing.T) {
+	for _, mode := range []string{"twophase", "offsets"} {
+		t.Run(mode, func(t *testing.T) {
+			h := newExtHarness(t, 2000) // fed for about 4.5s
+			a := h.start(child{Mode: mode, ExitAfter: 3 * time.Second})
+			time.Sleep(1500 * time.Millisecond)
+			b := h.start(child{Mode: mode, Want: h.n})
+			h.wait(a, 45*time.Second)
+			h.wait(b, 60*time.Second)
+			if mode == "offsets" {
+				if err := checkExactlyOnce(h.storeIDs(), h.n); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if err := checkExactlyOnce(h.committedIDs(), h.n); err != nil {
+				t.Error(err)
+			}
+			if n := h.prepared(); n != 0 {
+				t.Errorf("%d transactions left prepared after clean stops", n)
+			}
+		})
 	}
 }
 
