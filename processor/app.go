@@ -59,6 +59,9 @@ func New(t *topology.Topology, opts ...Opt) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, built: built, plan: exec.BuiltPlan(built), log: cfg.logger, threads: cfg.threads}
+	if err := a.checkExternals(); err != nil {
+		return nil, err
+	}
 	if a.threads == 0 {
 		a.threads = runtime.GOMAXPROCS(0)
 	}

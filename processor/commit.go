@@ -21,9 +21,17 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	m.inTxn = false
 	start := time.Now()
 	tasks := m.allTasks()
+	ctx, cancel := context.WithTimeout(context.Background(), m.a.cfg.txnTimeout+10*time.Second)
+	defer cancel()
+	var stageErr error
+	if commit {
+		// Invariant 7: two-phase sinks record their batches' ids in
+		// their stores before the flush sends them (external.go).
+		stageErr = m.ext().stage(ctx)
+	}
 	flushErrs := make([]error, len(tasks))
 	parallel(len(tasks), m.a.threads, func(i int) { flushErrs[i] = tasks[i].Flush() })
-	flushErr := errors.Join(flushErrs...)
+	flushErr := errors.Join(stageErr, errors.Join(flushErrs...))
 	if flushErr != nil {
 		commit, cause = false, AbortFlush
 	}
@@ -38,8 +46,6 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		m.inTxn, m.txnStart = true, time.Now()
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.a.cfg.txnTimeout+10*time.Second)
-	defer cancel()
 	m.prodMu.Lock()
 	failed := m.prodErr
 	m.prodMu.Unlock()
@@ -57,7 +63,19 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 			ctx = fctx
 		}
 	}
+	if commit {
+		// Invariant 7: prepared before the Kafka commit; a sink that
+		// cannot prepare aborts the transaction (its records replay).
+		if perr := m.ext().prepare(ctx); perr != nil {
+			m.a.log.Warn("aborting: a sink could not prepare", "err", perr)
+			commit, cause = false, AbortSink
+		}
+	}
 	committed, err := m.sess.End(ctx, commit)
+	// Committed: commit the prepared transactions; aborted: roll them
+	// back; asked to commit and End failed: the outcome is unknown, so
+	// they stay for recovery.
+	m.ext().ended(ctx, committed, commit && err != nil)
 	m.prodMu.Lock()
 	if err == nil && m.prodErr != nil && committed {
 		// A record failed after End's flush began; Kafka aborted the

@@ -198,6 +198,14 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 		t.Close()
 		return fatalError{err}
 	}
+	// Invariant 7: what earlier owners left prepared in the task's
+	// external sinks is resolved before it processes (external.go).
+	if err := m.ext().open(ctx, t); err != nil {
+		m.ext().close(id)
+		t.Close()
+		m.a.status.remove(id)
+		return err
+	}
 	// Anchor wall-clock schedules at the time the task opened.
 	if err := t.Tick(time.Now().UnixMilli()); err != nil {
 		t.Close()
@@ -228,6 +236,7 @@ func (m *member) allTasks() []*task.Task {
 func (m *member) closeTasks(ts []*task.Task) {
 	for _, t := range ts {
 		m.a.queries.closed(t.ID()) // before Close: see queries
+		m.ext().close(t.ID())      // its sink writers stop before its partitions move
 		m.a.closingLocal(t)
 		if err := t.Close(); err != nil {
 			m.a.log.Warn("close task", "task", t.ID().String(), "err", err)

@@ -71,6 +71,8 @@ type member struct {
 	probeMu sync.Mutex
 	probe   *time.Timer // the leader's next probing rebalance
 	stopped bool        // no more probes: the session ends
+
+	extRT *externals // external sinks' runtime, made on first use (external.go)
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {

@@ -155,6 +155,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		want[t] = topicSpec{a.partitions[sub], configs}
 		owner[t] = sub
 	}
+	a.addSinkTopics() // partitioned by the task, as changelogs are
 	names := make([]string, 0, len(want))
 	for t := range want {
 		names = append(names, t)

@@ -241,6 +241,15 @@ type Node struct {
 	// Typed, if set, lets the node take part in a typed chain (chain.go):
 	// the same operator as New, Decode or Encode, without the erasure.
 	Typed *Typed
+
+	// External sinks (external.go). Processor: TwoPhase marks the buffer
+	// of a two-phase sink. Sink: Offsets marks the sink of an
+	// offsets-mode sink, and TaskPartition sends each record to the
+	// task's own partition of the topic, with no watermark in or beside
+	// it (the topic is read by the sink's writer, not by a task).
+	TwoPhase      *TwoPhase
+	Offsets       *OffsetsSink
+	TaskPartition bool
 }
 
 // Store describes a store the plan needs.

@@ -63,6 +63,9 @@ type Task struct {
 	// the processors that listen to event time and to processing time,
 	// and those with in-memory state an abort must return (exec.AbortListener)
 	onWatermark, onProcessingTime, onAbort []*nodeInst
+	// the buffers of two-phase sinks (exec.Pending): held per unit,
+	// taken by the driver at the commit (external.go)
+	pending []*nodeInst
 
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
@@ -134,6 +137,9 @@ func (t *Task) begin() {
 	for _, name := range t.order {
 		t.stores[name].Mark()
 	}
+	for _, ni := range t.pending {
+		ni.proc.(exec.Pending).Mark()
+	}
 }
 
 // release keeps the unit: its writes stay staged and its records go out.
@@ -153,6 +159,9 @@ func (t *Task) release() {
 func (t *Task) rollback() {
 	for _, name := range t.order {
 		t.stores[name].Rollback()
+	}
+	for _, ni := range t.pending {
+		ni.proc.(exec.Pending).Rollback()
 	}
 	t.buffering = false
 	clear(t.buf)
@@ -405,6 +414,9 @@ func (t *Task) Init() error {
 		}
 		if _, ok := ni.proc.(exec.AbortListener); ok {
 			t.onAbort = append(t.onAbort, ni)
+		}
+		if _, ok := ni.proc.(exec.Pending); ok {
+			t.pending = append(t.pending, ni)
 		}
 	}
 	t.commitPunctuators() // those scheduled in Init are committed state
@@ -734,6 +746,9 @@ func (t *Task) Abort() {
 	for _, name := range t.order {
 		t.stores[name].Abort() // held updates go too
 	}
+	for _, ni := range t.pending {
+		ni.proc.(exec.Pending).Drop() // what the transaction held is replayed
+	}
 	t.streamTime = t.committedStreamTime
 	t.abortTime()
 	if t.cfg.SkipAbortHooks {
@@ -835,6 +850,9 @@ func (n *nodeInst) receive(r exec.Record) error {
 
 // sink produces what the sink encoded.
 func (n *nodeInst) sink(k, v []byte, hs []exec.Header, ts int64) error {
+	if n.node.TaskPartition {
+		return n.sendOwn(k, v, hs, ts)
+	}
 	if n.node.Internal && n.t.carryWM && n.t.recWM != window.NoWatermark {
 		hs = append(hs[:len(hs):len(hs)], exec.Header{Key: exec.HeaderRecordWatermark, Value: binary.BigEndian.AppendUint64(nil, uint64(n.t.recWM))})
 	}
@@ -897,6 +915,12 @@ func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers 
 	if internal {
 		topic = names.Internal(n.t.appID, topic)
 	}
+	return n.produce(topic, 0, key, value, headers, ts)
+}
+
+// produce sends a record to topic; partition counts only for a topic the
+// driver partitions by the record's own (changelogs, offsets-mode sinks).
+func (n *nodeInst) produce(topic string, partition int32, key, value []byte, headers []exec.Header, ts int64) error {
 	size := len(key) + len(value)
 	for _, h := range headers {
 		size += len(h.Key) + len(h.Value)
@@ -906,7 +930,7 @@ func (n *nodeInst) Send(topic string, internal bool, key, value []byte, headers 
 	}
 	n.t.out++
 	rec := n.t.record()
-	rec.Topic, rec.Key, rec.Value, rec.Timestamp = topic, key, value, time.UnixMilli(ts)
+	rec.Topic, rec.Partition, rec.Key, rec.Value, rec.Timestamp = topic, partition, key, value, time.UnixMilli(ts)
 	if len(headers) > 0 {
 		rec.Headers = make([]kgo.RecordHeader, len(headers))
 		for i, h := range headers {

@@ -74,7 +74,7 @@ func (t *Task) newClock() error {
 		}
 	}
 	for _, node := range t.sub.Nodes {
-		if node.Kind == exec.KindSink && node.Internal {
+		if node.Kind == exec.KindSink && node.Internal && !node.TaskPartition {
 			topic := names.Internal(t.appID, node.Topics[0])
 			c.sinks = append(c.sinks, sinkTopic{topic, max(1, t.cfg.InternalPartitions[topic])})
 		}

@@ -1,0 +1,118 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/sink"
+)
+
+// The runtimes of external sinks (exec/external.go), generic over the
+// sink's types.
+
+// ErrSinkTombstone is a processing error: an external sink got a delete,
+// which sink.Record cannot carry.
+var ErrSinkTombstone = errors.New("sink: an external sink cannot write a delete (tombstone); filter deletes out or map them to a value")
+
+// TwoPhaseBuffer is the processor of a two-phase sink in one task: it holds
+// the records of the open transaction, each with the coordinates of the
+// input record it derives from (exec.Pending).
+type TwoPhaseBuffer[K, V any] struct {
+	ctx  exec.Context
+	recs []sink.Record[K, V]
+	mark int
+}
+
+// NewTwoPhaseBuffer is the node's New.
+func NewTwoPhaseBuffer[K, V any]() exec.Processor { return &TwoPhaseBuffer[K, V]{} }
+
+func (b *TwoPhaseBuffer[K, V]) Init(ctx exec.Context) error { b.ctx = ctx; return nil }
+
+func (b *TwoPhaseBuffer[K, V]) Process(r exec.Record) error {
+	if r.Value == exec.Tombstone {
+		return ErrSinkTombstone
+	}
+	topic, p, off, ok := b.ctx.RecordMeta()
+	if !ok {
+		p, off = -1, -1 // a punctuation: no input record
+	}
+	b.recs = append(b.recs, sink.Record[K, V]{Key: r.Key.(K), Value: r.Value.(V), Timestamp: r.Timestamp, Topic: topic, Partition: p, Offset: off})
+	return nil
+}
+
+func (b *TwoPhaseBuffer[K, V]) Close() error { b.Drop(); return nil }
+
+func (b *TwoPhaseBuffer[K, V]) Mark() { b.mark = len(b.recs) }
+
+func (b *TwoPhaseBuffer[K, V]) Rollback() {
+	clear(b.recs[b.mark:])
+	b.recs = b.recs[:b.mark]
+}
+
+// Take hands the held records over; the buffer starts a new slice, since
+// the driver keeps the batch until the participant has it.
+func (b *TwoPhaseBuffer[K, V]) Take() (any, int) {
+	recs := b.recs
+	b.recs, b.mark = nil, 0
+	return recs, len(recs)
+}
+
+func (b *TwoPhaseBuffer[K, V]) Drop() {
+	clear(b.recs)
+	b.recs, b.mark = b.recs[:0], 0
+}
+
+// TwoPhaseSpec erases p for the runtime.
+func TwoPhaseSpec[K, V any](name, store string, p sink.Participant[K, V]) *exec.TwoPhase {
+	return &exec.TwoPhase{
+		Name: name, Store: store,
+		Prepare: func(ctx context.Context, xid string, batch any) error {
+			recs, _ := batch.([]sink.Record[K, V])
+			return p.Prepare(ctx, xid, recs)
+		},
+		CommitPrepared:   p.CommitPrepared,
+		RollbackPrepared: p.RollbackPrepared,
+		Prepared:         p.Prepared,
+	}
+}
+
+// OffsetsSpec erases st for the runtime: the writer's records are decoded
+// with ks and vs, the sink's topic serdes.
+func OffsetsSpec[K, V any](name string, st sink.Idempotent[K, V], ks serde.Serde[K], vs serde.Serde[V]) *exec.OffsetsSink {
+	return &exec.OffsetsSink{
+		Name: name,
+		Offsets: func(ctx context.Context, topic string) (map[int32]int64, error) {
+			return st.Offsets(ctx, name, topic)
+		},
+		Write: func(ctx context.Context, topic string, raw []exec.RawRecord, next map[int32]int64) error {
+			recs := make([]sink.Record[K, V], len(raw))
+			for i, r := range raw {
+				k, err := ks.Decode(r.Key)
+				if err != nil {
+					return fmt.Errorf("sink %s: %s/%d@%d: key: %w", name, r.Topic, r.Partition, r.Offset, err)
+				}
+				v, err := vs.Decode(r.Value)
+				if err != nil {
+					return fmt.Errorf("sink %s: %s/%d@%d: value: %w", name, r.Topic, r.Partition, r.Offset, err)
+				}
+				recs[i] = sink.Record[K, V]{Key: k, Value: v, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+			}
+			return st.Write(ctx, name, topic, recs, next)
+		},
+	}
+}
+
+// OffsetsEncoder is an offsets-mode sink's Encode: Encoder, refusing a
+// delete, which the store could not be handed.
+func OffsetsEncoder[K, V any](ks serde.Serde[K], vs serde.Serde[V]) func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
+	enc := Encoder(ks, vs)
+	return func(a *exec.Arena, k, v any) ([]byte, []byte, error) {
+		if v == exec.Tombstone {
+			return nil, nil, ErrSinkTombstone
+		}
+		return enc(a, k, v)
+	}
+}
