@@ -69,6 +69,7 @@ func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 		writeJSON(w, http.StatusOK, app.Topology().Description())
 	})
 	newQueryHandler(app, c).register(mux)
+	registerConsole(mux, app, c) // the web console at /, with /stats, /deadletters and /app (console.go)
 }
 
 // RegisterQueries mounts only the interactive queries on mux:
