@@ -33,21 +33,29 @@ func externalURLs(text string) []string {
 	return out
 }
 
-// TestConsoleServed: / is the page with its CSP; every file the page and
-// its modules load is served, JavaScript as JavaScript; nothing in them
-// names another host (the page must work with the network cut off).
-// Negative controls: a missing file is a 404, an unknown path is not the
-// page, and the URL check catches a CDN link.
-func TestConsoleServed(t *testing.T) {
-	app, err := processor.New(examples.WordCount("lines", "counts", "lines-dlq"),
-		processor.ApplicationID("console-test"), processor.StateDir(t.TempDir()))
+// served serves Register over wordcount's App (topics prefix+lines →
+// prefix+counts, dead letters to prefix+lines-dlq), not run, until the
+// test ends.
+func served(t *testing.T, prefix string, opts ...processor.Opt) *httptest.Server {
+	t.Helper()
+	app, err := processor.New(examples.WordCount(prefix+"lines", prefix+"counts", prefix+"lines-dlq"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	Register(mux, app)
 	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestConsoleServed: / is the page with its CSP; every file the page and
+// its modules load is served, JavaScript as JavaScript; nothing in them
+// names another host (the page must work with the network cut off).
+// Negative controls: a missing file is a 404, an unknown path is not the
+// page, and the URL check catches a CDN link.
+func TestConsoleServed(t *testing.T) {
+	srv := served(t, "", processor.ApplicationID("console-test"), processor.StateDir(t.TempDir()))
 	get := func(path string) (*http.Response, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + path)

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
 )
@@ -26,15 +24,7 @@ import (
 func TestDeadLetters(t *testing.T) {
 	brokers := testbroker.Addrs(t)
 	id := testbroker.Unique(t, "dlq-view-")
-	app, err := processor.New(examples.WordCount(id+"-lines", id+"-counts", id+"-lines-dlq"),
-		processor.ApplicationID(id), processor.Brokers(brokers...), processor.StateDir(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	Register(mux, app)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+	srv := served(t, id+"-", processor.ApplicationID(id), processor.Brokers(brokers...), processor.StateDir(t.TempDir()))
 	ask := func(query string) (int, deadLettersAnswer, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + "/deadletters" + query)

@@ -12,4 +12,8 @@
 // The paths and the JSON of every answer are a contract (README
 // "Interactive queries"). Instances reach each other at the endpoint each
 // advertises (processor.AdvertisedEndpoint), over plain HTTP.
+//
+// Register also mounts the web console at / (README "Web console",
+// DESIGN.md "Web console"): embedded files with no build step, and the
+// JSON it reads besides the endpoints above: /stats, /deadletters, /app.
 package serve

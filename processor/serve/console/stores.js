@@ -98,8 +98,17 @@ function windows(r, width) {
   const x = (t) => L + ((t - t0) / span) * (W - L - R);
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'timeline', role: 'img', 'aria-label': `${ws.length} windows of ${JSON.stringify(r.key)} from ${fmtTime(t0)} to ${fmtTime(t1)}` });
   svg.append(s('line', { x1: L, x2: W - R, y1: H - 22, y2: H - 22, class: 'grid' }));
-  svg.append(s('text', { x: L, y: H - 6, class: 'tick' }, fmtTime(t0)));
-  if (W > 420) svg.append(s('text', { x: W - R, y: H - 6, class: 'tick', 'text-anchor': 'end' }, fmtTime(t1)));
+  // Ticks at the windows' bounds, labelled where there is room.
+  const bounds = [...new Set(ws.flatMap((w) => [w.start, w.end]))].sort((a, b) => a - b);
+  let lastX = -Infinity;
+  for (const b of bounds) {
+    const bx = x(b);
+    svg.append(s('line', { x1: bx, x2: bx, y1: H - 26, y2: H - 18, class: 'grid' }));
+    const anchor = b === t1 ? 'end' : b === t0 ? 'start' : 'middle';
+    if (bx - lastX < 90 || (anchor === 'middle' && W - R - bx < 60)) continue;
+    svg.append(s('text', { x: bx, y: H - 6, class: 'tick', 'text-anchor': anchor }, clock(b)));
+    lastX = bx;
+  }
   ws.forEach((w, i) => {
     const y = 8 + i * rowH;
     const wx = x(w.start), ww = Math.max(2, x(w.end) - x(w.start));
@@ -110,9 +119,16 @@ function windows(r, width) {
   });
   const rows = ws.map((w) => h('tr', {}, h('td', {}, fmtTime(w.start)), h('td', {}, fmtTime(w.end)), h('td', {}, showJSON(w.value))));
   return h('div', { 'data-result': 'found' },
-    h('p', {}, `${ws.length} window${ws.length === 1 ? '' : 's'} of `, showJSON(r.key), ` · task ${r.task}`),
+    h('p', {}, `${ws.length} window${ws.length === 1 ? '' : 's'} of `, showJSON(r.key), ` · task ${r.task} · from ${fmtTime(t0)}`),
     svg,
     table(null, ['Start', 'End (exclusive)', 'Value'], rows, { id: 'windows-table' }));
+}
+
+// clock is a time of day (UTC), with milliseconds only when they are
+// not zero.
+function clock(ms) {
+  const iso = new Date(ms).toISOString();
+  return iso.endsWith('.000Z') ? iso.slice(11, 19) : iso.slice(11, 23);
 }
 
 function range(st) {
