@@ -97,33 +97,34 @@ func appOpts(brokers []string, appID, dir, endpoint string) []processor.Opt {
 	}
 }
 
-func createTopics(t *testing.T, brokers []string, topics ...string) {
+// kafka is a client of brokers for the test's own requests, with a bound
+// on their time.
+func kafka(t *testing.T, brokers []string) (*kgo.Client, context.Context) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(func() { cancel(); cl.Close() })
+	return cl, ctx
+}
+
+func createTopics(t *testing.T, brokers []string, topics ...string) {
+	t.Helper()
+	cl, ctx := kafka(t, brokers)
 	res, err := kadm.NewClient(cl).CreateTopics(ctx, 2, 1, nil, topics...)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = res.Error()
 	}
-	if err := res.Error(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }
 
 func produce(t *testing.T, brokers []string, rs ...*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	cl, ctx := kafka(t, brokers)
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

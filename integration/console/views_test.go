@@ -307,6 +307,7 @@ func deadLetters(t *testing.T, ctx context.Context, wc, pv *instance, brokers []
 	if r[1] != "deserialization" || !strings.Contains(r[2], "page view") || !strings.HasPrefix(r[3], views+" [") || r[4] != "u9" || r[5] != `{"user": "u9", "page": ` {
 		t.Errorf("the dead letter reads %q", r)
 	}
+	eval[bool](t, ctx, `(document.querySelector('#dlq-table details').open = true)`) // the headers, for the picture
 	screenshot(t, ctx, shots, "console-deadletters.png")
 
 	page(t, ctx, chromedp.Navigate(wc.base+"/#/deadletters"))
