@@ -18,7 +18,7 @@ function parseHash() {
   return { name: views[name] ? name : 'overview', params: new URLSearchParams(query || '') };
 }
 
-function route() {
+function route(ev) {
   const { name, params } = parseHash();
   if (unmount) { unmount(); unmount = null; }
   for (const a of document.querySelectorAll('nav a')) {
@@ -33,6 +33,8 @@ function route() {
   } catch (e) {
     main.append(errorBox(String(e)));
   }
+  // A new view is announced where it starts, as a new page would be.
+  if (ev) main.focus({ preventScroll: true });
 }
 
 window.addEventListener('hashchange', route);
