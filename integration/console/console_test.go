@@ -190,7 +190,7 @@ func browser(t *testing.T, path string) context.Context {
 // page runs steps with a time bound.
 func page(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(c, steps...); err != nil {
 		t.Fatal(err)

@@ -75,20 +75,20 @@ func overview(t *testing.T, ctx context.Context, wc *instance, brokers []string,
 		t.Fatal("GET /tasks lists no task")
 	}
 	wantJSON, _ := json.Marshal(want)
-	waitFor(t, ctx, taskRowsJS+" === "+js(string(wantJSON)), taskRowsJS, 10*time.Second)
+	waitFor(t, ctx, taskRowsJS+" === "+js(string(wantJSON)), taskRowsJS, 20*time.Second)
 	if got := eval[string](t, ctx, `document.querySelector('#tasks-table tr[data-task] .badge').textContent`); got != "running" {
 		t.Errorf("a running task's badge reads %q", got)
 	}
 	if code := getJSON(t, wc.base+"/instances", nil); code == http.StatusNotFound {
-		waitFor(t, ctx, `document.querySelector('#instances-unavailable')?.textContent.includes('instances unavailable')`, `document.querySelector('#instances').textContent`, 10*time.Second)
+		waitFor(t, ctx, `document.querySelector('#instances-unavailable')?.textContent.includes('instances unavailable')`, `document.querySelector('#instances').textContent`, 20*time.Second)
 	} else {
 		endpoint := strings.TrimPrefix(wc.base, "http://")
-		waitFor(t, ctx, fmt.Sprintf(`document.querySelector('#instances-table tr[data-instance=%s]')`, js(endpoint)), `document.querySelector('#instances').textContent`, 10*time.Second)
+		waitFor(t, ctx, fmt.Sprintf(`document.querySelector('#instances-table tr[data-instance=%s]')`, js(endpoint)), `document.querySelector('#instances').textContent`, 20*time.Second)
 	}
 	// Charts: two samples make the first point; the page polls every 2 s.
-	waitFor(t, ctx, `document.querySelector('#chart-throughput path[data-series="in"]') && document.querySelectorAll('#chart-throughput path[data-series="in"]')[0].getAttribute('d').split('L').length > 3`, `document.querySelector('#chart-throughput').innerHTML.slice(0, 300)`, 15*time.Second)
-	waitFor(t, ctx, `Number(document.querySelector('#card-in .card-value').textContent.replace(/,/g, '')) > 200`, `document.querySelector('#card-in').textContent`, 10*time.Second)
-	waitFor(t, ctx, `document.querySelector('#chart-latency path[data-series="p99"]')`, `document.querySelector('#chart-latency').innerHTML.slice(0, 300)`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#chart-throughput path[data-series="in"]') && document.querySelectorAll('#chart-throughput path[data-series="in"]')[0].getAttribute('d').split('L').length > 3`, `document.querySelector('#chart-throughput').innerHTML.slice(0, 300)`, 25*time.Second)
+	waitFor(t, ctx, `Number(document.querySelector('#card-in .card-value').textContent.replace(/,/g, '')) > 200`, `document.querySelector('#card-in').textContent`, 20*time.Second)
+	waitFor(t, ctx, `document.querySelector('#chart-latency path[data-series="p99"]')`, `document.querySelector('#chart-latency').innerHTML.slice(0, 300)`, 20*time.Second)
 	if p := eval[string](t, ctx, "location.pathname"); p != "/" {
 		t.Errorf("the page moved to %s", p)
 	}
@@ -110,7 +110,7 @@ func overview(t *testing.T, ctx context.Context, wc *instance, brokers []string,
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	page(t, ctx, chromedp.Navigate(srv.URL+"/#/overview"))
-	waitFor(t, ctx, `document.querySelector('#no-tasks')`, `document.querySelector('#tasks').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#no-tasks')`, `document.querySelector('#tasks').textContent`, 20*time.Second)
 	if got := eval[string](t, ctx, taskRowsJS); got != "[]" {
 		t.Errorf("an app that never ran shows tasks %s", got)
 	}
@@ -140,7 +140,7 @@ const overlapsJS = `(() => {
 // wordcount's.
 func topologyView(t *testing.T, ctx context.Context, wc, pv *instance, wcID, lines, counts, shots string) {
 	page(t, ctx, chromedp.Navigate(wc.base+"/#/topology"))
-	waitFor(t, ctx, `document.querySelector('svg.topology')`, `document.getElementById('main').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('svg.topology')`, `document.getElementById('main').textContent`, 20*time.Second)
 	got := eval[[]string](t, ctx, graphJS)
 	for _, w := range []string{
 		"subtopology:0", "subtopology:1",
@@ -184,11 +184,11 @@ func topologyView(t *testing.T, ctx context.Context, wc, pv *instance, wcID, lin
 		t.Fatal("40 presses of Tab did not reach the store in the graph")
 	}
 	page(t, ctx, chromedp.KeyEvent(kb.Enter))
-	waitFor(t, ctx, `location.hash === '#/stores?store=counts' && document.querySelector('#store-select')?.value === 'counts'`, `location.hash`, 10*time.Second)
+	waitFor(t, ctx, `location.hash === '#/stores?store=counts' && document.querySelector('#store-select')?.value === 'counts'`, `location.hash`, 20*time.Second)
 
 	// Negative control: another topology, another graph.
 	page(t, ctx, chromedp.Navigate(pv.base+"/#/topology"))
-	waitFor(t, ctx, `document.querySelector('svg.topology')`, `document.getElementById('main').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('svg.topology')`, `document.getElementById('main').textContent`, 20*time.Second)
 	got = eval[[]string](t, ctx, graphJS)
 	if !slices.Contains(got, "store:page-counts") || slices.Contains(got, "store:counts") {
 		t.Errorf("pageviews' graph: %v", got)
@@ -204,7 +204,7 @@ func topologyView(t *testing.T, ctx context.Context, wc, pv *instance, wcID, lin
 func lookup(t *testing.T, ctx context.Context, key string) string {
 	t.Helper()
 	eval[bool](t, ctx, fmt.Sprintf(`(() => { const i = document.querySelector('#key-input'); i.value = %s; document.querySelector('#lookup-form').requestSubmit(); return true; })()`, js(key)))
-	waitFor(t, ctx, `document.querySelector('#lookup-result [data-result]') || document.querySelector('#lookup-result .error')`, `document.querySelector('#lookup-result').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#lookup-result [data-result]') || document.querySelector('#lookup-result .error')`, `document.querySelector('#lookup-result').textContent`, 20*time.Second)
 	return eval[string](t, ctx, `(() => {
 		const r = document.querySelector('#lookup-result [data-result]');
 		if (!r) return 'error:' + document.querySelector('#lookup-result').textContent;
@@ -220,7 +220,7 @@ func lookup(t *testing.T, ctx context.Context, key string) string {
 // and no value (not the previous key's), an empty range says so.
 func storesView(t *testing.T, ctx context.Context, wc, pv *instance, words []string, shots string) {
 	page(t, ctx, chromedp.Navigate(wc.base+"/#/stores?store=counts&key=fox"))
-	waitFor(t, ctx, `document.querySelector('#lookup-result [data-result]')`, `document.querySelector('#main').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#lookup-result [data-result]')`, `document.querySelector('#main').textContent`, 20*time.Second)
 	if got := eval[string](t, ctx, `document.querySelector('#found-value')?.textContent`); got == "" {
 		t.Fatal("the lookup from the address shows no value")
 	}
@@ -236,7 +236,7 @@ func storesView(t *testing.T, ctx context.Context, wc, pv *instance, words []str
 	eval[bool](t, ctx, `(() => { document.querySelector('#range-from').value = 'w'; document.querySelector('#range-to').value = 'x'; document.querySelector('#range-limit').value = '10'; document.querySelector('#range-form').requestSubmit(); return true; })()`)
 	var all []string
 	for pageNo := 0; pageNo < 5; pageNo++ {
-		waitFor(t, ctx, `document.querySelector('#range-table') || document.querySelector('#range-result .error')`, `document.querySelector('#range-result').textContent`, 10*time.Second)
+		waitFor(t, ctx, `document.querySelector('#range-table') || document.querySelector('#range-result .error')`, `document.querySelector('#range-result').textContent`, 20*time.Second)
 		keys := eval[[]string](t, ctx, `[...document.querySelectorAll('#range-table tbody tr td:first-child')].map(td => JSON.parse(td.textContent))`)
 		if len(all) > 0 && len(keys) > 0 && keys[0] <= all[len(all)-1] {
 			t.Fatalf("page %d starts at %q, not past %q", pageNo, keys[0], all[len(all)-1])
@@ -255,11 +255,11 @@ func storesView(t *testing.T, ctx context.Context, wc, pv *instance, words []str
 		t.Errorf("the range pages list %v, want %v", all, want)
 	}
 	eval[bool](t, ctx, `(() => { document.querySelector('#range-from').value = 'zzz'; document.querySelector('#range-to').value = 'zzzz'; document.querySelector('#range-form').requestSubmit(); return true; })()`)
-	waitFor(t, ctx, `document.querySelector('#range-result .notfound')`, `document.querySelector('#range-result').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#range-result .notfound')`, `document.querySelector('#range-result').textContent`, 20*time.Second)
 
 	// A window store: /home's three minutes, four views each.
 	page(t, ctx, chromedp.Navigate(pv.base+"/#/stores?store=page-counts&key=%2Fhome"))
-	waitFor(t, ctx, `document.querySelectorAll('svg.timeline g.window').length === 3`, `document.querySelector('#main').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelectorAll('svg.timeline g.window').length === 3`, `document.querySelector('#main').textContent`, 20*time.Second)
 	vals := eval[[]string](t, ctx, `[...document.querySelectorAll('#windows-table tbody tr td:last-child')].map(td => td.textContent)`)
 	if !slices.Equal(vals, []string{"4", "4", "4"}) {
 		t.Errorf("/home's windows show %v, want three of 4", vals)
@@ -286,7 +286,7 @@ const dlqRowsJS = `[...document.querySelectorAll('#dlq-table tbody tr')].map(r =
 // message and origin; wordcount's shows its line that is not UTF-8.
 func deadLetters(t *testing.T, ctx context.Context, wc, pv *instance, brokers []string, views, lines, shots string) {
 	page(t, ctx, chromedp.Navigate(pv.base+"/#/deadletters"))
-	waitFor(t, ctx, `document.querySelector('#dlq-empty') || document.querySelector('#dlq-table')`, `document.querySelector('#main').textContent`, 15*time.Second)
+	waitFor(t, ctx, `document.querySelector('#dlq-empty') || document.querySelector('#dlq-table')`, `document.querySelector('#main').textContent`, 25*time.Second)
 	if eval[bool](t, ctx, `!!document.querySelector('#dlq-table')`) {
 		t.Fatalf("dead letters before any bad view: %v", eval[[][]string](t, ctx, dlqRowsJS))
 	}
@@ -311,7 +311,7 @@ func deadLetters(t *testing.T, ctx context.Context, wc, pv *instance, brokers []
 	screenshot(t, ctx, shots, "console-deadletters.png")
 
 	page(t, ctx, chromedp.Navigate(wc.base+"/#/deadletters"))
-	waitFor(t, ctx, `document.querySelector('#dlq-table') || document.querySelector('#dlq-empty')`, `document.querySelector('#main').textContent`, 15*time.Second)
+	waitFor(t, ctx, `document.querySelector('#dlq-table') || document.querySelector('#dlq-empty')`, `document.querySelector('#main').textContent`, 25*time.Second)
 	rows = eval[[][]string](t, ctx, dlqRowsJS)
 	if len(rows) != 1 || rows[0][1] != "deserialization" || !strings.HasPrefix(rows[0][3], lines+" [") || !strings.HasPrefix(rows[0][5], "base64 ") {
 		t.Errorf("wordcount's dead letters: %q", rows)
@@ -325,7 +325,7 @@ func deadLetters(t *testing.T, ctx context.Context, wc, pv *instance, brokers []
 // origin.
 func layout(t *testing.T, ctx context.Context, wc *instance) {
 	page(t, ctx, chromedp.Navigate(wc.base+"/#/overview"), chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
-	waitFor(t, ctx, `document.querySelector('#tasks-table')`, `document.querySelector('#main').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#tasks-table')`, `document.querySelector('#main').textContent`, 20*time.Second)
 	const fits = `document.documentElement.scrollWidth <= window.innerWidth + 1`
 	for _, view := range []string{"#/overview", "#/topology", "#/stores", "#/deadletters"} {
 		show(t, ctx, view)
@@ -335,7 +335,7 @@ func layout(t *testing.T, ctx context.Context, wc *instance) {
 		}
 	}
 	show(t, ctx, "#/overview")
-	waitFor(t, ctx, `document.querySelector('#tasks-table')`, `document.querySelector('#main').textContent`, 10*time.Second)
+	waitFor(t, ctx, `document.querySelector('#tasks-table')`, `document.querySelector('#main').textContent`, 20*time.Second)
 	screenshot(t, ctx, t.TempDir(), "console-phone.png") // not in the README
 	eval[bool](t, ctx, `(() => { const d = document.createElement('div'); d.id = 'too-wide'; d.style.width = '2000px'; d.textContent = 'x'; document.getElementById('main').append(d); return true; })()`)
 	if eval[bool](t, ctx, fits) {
@@ -418,7 +418,7 @@ func login(t *testing.T, ctx context.Context, wc *instance) {
 	}))
 	defer srv.Close()
 	page(t, ctx, chromedp.Navigate(srv.URL+"/#/stores?store=counts"))
-	waitFor(t, ctx, `location.pathname === '/login'`, `location.href`, 10*time.Second)
+	waitFor(t, ctx, `location.pathname === '/login'`, `location.href`, 20*time.Second)
 	if got := eval[string](t, ctx, `new URLSearchParams(location.search).get('next')`); got != "/#/stores?store=counts" {
 		t.Errorf("login's next is %q", got)
 	}
