@@ -287,7 +287,8 @@ func TestConsole(t *testing.T) {
 	recs = append(recs, &kgo.Record{Topic: lines, Value: []byte{0xff, 0xfe, 'n', 'o', 't', ' ', 'u', 't', 'f', '8'}})
 	produce(t, brokers, recs...)
 	wc := start(t, wcID, func(endpoint string) (*processor.App, error) {
-		return processor.New(examples.WordCount(lines, counts, dlq), appOpts(brokers, wcID, t.TempDir(), endpoint)...)
+		// A standby replica for a second instance (the standby subtest).
+		return processor.New(examples.WordCount(lines, counts, dlq), append(appOpts(brokers, wcID, t.TempDir(), endpoint), processor.StandbyReplicas(1))...)
 	})
 	waitHTTP(t, "wordcount to count 40 lines", wc.base+"/stores/counts/keys/fox", 30*time.Second, func(code int, b []byte) bool {
 		return code == 200 && strings.Contains(string(b), `"value": 40`)
@@ -325,4 +326,11 @@ func TestConsole(t *testing.T) {
 	t.Run("deadletters", func(t *testing.T) { deadLetters(t, ctx, wc, pvi, brokers, params["input"], lines, shots) })
 	t.Run("layout", func(t *testing.T) { layout(t, ctx, wc) })
 	t.Run("login", func(t *testing.T) { login(t, ctx, wc) })
+	// Last: a second instance rebalances the group.
+	t.Run("standby", func(t *testing.T) {
+		second := start(t, wcID+"-2", func(endpoint string) (*processor.App, error) {
+			return processor.New(examples.WordCount(lines, counts, dlq), append(appOpts(brokers, wcID, t.TempDir(), endpoint), processor.StandbyReplicas(1))...)
+		})
+		standby(t, ctx, wc, second)
+	})
 }

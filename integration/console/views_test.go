@@ -423,3 +423,67 @@ func login(t *testing.T, ctx context.Context, wc *instance) {
 		t.Errorf("login's next is %q", got)
 	}
 }
+
+// settledTasks is an instance's GET /tasks once two reads a second apart
+// agree on every task's state, within limit.
+func settledTasks(t *testing.T, inst *instance, limit time.Duration, ok func([]processor.TaskStatus) bool) []string {
+	t.Helper()
+	states := func() []string {
+		var ts []processor.TaskStatus
+		getJSON(t, inst.base+"/tasks", &ts)
+		if !ok(ts) {
+			return nil
+		}
+		var out []string
+		for _, x := range ts {
+			out = append(out, x.ID+"="+string(x.State))
+		}
+		slices.Sort(out)
+		return out
+	}
+	deadline := time.Now().Add(limit)
+	prev := states()
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		cur := states()
+		if cur != nil && slices.Equal(cur, prev) {
+			return cur
+		}
+		prev = cur
+	}
+	t.Fatalf("%s: the tasks did not settle in %v: %v", inst.base, limit, prev)
+	return nil
+}
+
+// standby: with a second instance and a standby replica, each instance's
+// overview shows its own tasks as GET /tasks has them: the second holds
+// standby copies (shown as standby, or warming up while behind), the first
+// still runs what it kept. The first overview's check (every task
+// running, none standby) is the control.
+func standby(t *testing.T, ctx context.Context, first, second *instance) {
+	hasStandby := func(ts []processor.TaskStatus) bool {
+		for _, x := range ts {
+			if x.State == processor.TaskStandby {
+				return true
+			}
+		}
+		return false
+	}
+	want := settledTasks(t, second, 40*time.Second, hasStandby)
+	wantJSON, _ := json.Marshal(want)
+	page(t, ctx, chromedp.Navigate(second.base+"/#/overview"))
+	waitFor(t, ctx, taskRowsJS+" === "+js(string(wantJSON)), taskRowsJS, 20*time.Second)
+	badges := eval[[]string](t, ctx, `[...document.querySelectorAll('#tasks-table tr[data-state="standby"] .badge')].map(b => b.textContent)`)
+	if len(badges) == 0 {
+		t.Fatal("no standby shown")
+	}
+	for _, b := range badges {
+		if b != "standby" && !strings.HasPrefix(b, "warming up · ") {
+			t.Errorf("a standby reads %q", b)
+		}
+	}
+	mine := settledTasks(t, first, 20*time.Second, func([]processor.TaskStatus) bool { return true })
+	mineJSON, _ := json.Marshal(mine)
+	page(t, ctx, chromedp.Navigate(first.base+"/#/overview"))
+	waitFor(t, ctx, taskRowsJS+" === "+js(string(mineJSON)), taskRowsJS, 20*time.Second)
+}
