@@ -487,3 +487,44 @@ func standby(t *testing.T, ctx context.Context, first, second *instance) {
 	page(t, ctx, chromedp.Navigate(first.base+"/#/overview"))
 	waitFor(t, ctx, taskRowsJS+" === "+js(string(mineJSON)), taskRowsJS, 20*time.Second)
 }
+
+// instancesContract: the overview draws GET /instances as helper "grp"'s
+// contract has it (the JSON below is that contract's example, with this
+// instance's endpoint), marking this instance. Served here beside the
+// real endpoints because the group view is not on this branch; once it
+// is, the overview subtest checks the real one.
+func instancesContract(t *testing.T, ctx context.Context, wc *instance) {
+	endpoint := strings.TrimPrefix(wc.base, "http://")
+	group := fmt.Sprintf(`{"application":"sluice-wordcount","state":"Stable","generation":3,"lag":20,
+		"instances":[
+			{"member_id":"m-1","client_id":"sluice-1","host":"127.0.0.1","endpoint":%q,
+			 "tasks":[{"id":"0_1","partitions":[{"topic":"text-lines","partition":1,"committed":100,"end":120,"lag":20}],"lag":20}],
+			 "standbys":["1_0"],"lag":20},
+			{"member_id":"m-2","client_id":"sluice-2","host":"127.0.0.1","endpoint":"127.0.0.1:1",
+			 "tasks":[{"id":"0_0","partitions":[{"topic":"text-lines","partition":0,"committed":7,"end":7,"lag":0}],"lag":0},{"id":"1_0","partitions":[],"lag":0}],
+			 "standbys":[],"lag":0}]}`, endpoint)
+	mux := http.NewServeMux()
+	serve.Register(mux, wc.app)
+	mux.HandleFunc("GET /instances", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, group)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	page(t, ctx, chromedp.Navigate(srv.URL+"/#/overview"))
+	waitFor(t, ctx, `document.querySelectorAll('#instances-table tr[data-instance]').length === 2`, `document.querySelector('#instances').textContent`, 20*time.Second)
+	rows := eval[[][]string](t, ctx, `[...document.querySelectorAll('#instances-table tr[data-instance]')].map(r => [...r.children].map(c => c.textContent))`)
+	want := [][]string{
+		{endpoint + "this onesluice-1", "0_1 lag 20", "1_0", "20"},
+		{"127.0.0.1:1sluice-2", "0_01_0", "", "0"},
+	}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("the instances read %q, want %q", rows, want)
+	}
+	if got := eval[string](t, ctx, `document.querySelector('#card-group .card-value').textContent + ' / ' + document.querySelector('#card-lag .card-value').textContent`); got != "Stable · gen 3 / 20" {
+		t.Errorf("the group's cards read %q", got)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('#instances-unavailable').length`); n != 0 {
+		t.Error("instances served, yet shown unavailable")
+	}
+}
