@@ -327,6 +327,7 @@ func TestConsole(t *testing.T) {
 	t.Run("layout", func(t *testing.T) { layout(t, ctx, wc) })
 	t.Run("login", func(t *testing.T) { login(t, ctx, wc) })
 	t.Run("instances", func(t *testing.T) { instancesContract(t, ctx, wc) })
+	t.Run("restoring", func(t *testing.T) { restoring(t, ctx) })
 	// Last: a second instance rebalances the group.
 	t.Run("standby", func(t *testing.T) {
 		second := start(t, wcID+"-2", func(endpoint string) (*processor.App, error) {
