@@ -18,14 +18,15 @@ export function mount(main) {
   const tasks = h('section', { class: 'panel', id: 'tasks', 'aria-labelledby': 'h-tasks' }, h('h2', { id: 'h-tasks' }, 'Tasks on this instance'), h('p', { class: 'muted' }, 'Loading…'));
   main.append(h('h1', { class: 'view-title' }, 'Overview'), cards, charts, instances, tasks);
 
-  let group = null, st = null, info = null;
+  let group = null, st = null, info = null, lastTasks = null;
   appInfo().then((i) => { info = i; }).catch(() => {});
 
   const stopFast = poll(async (signal) => {
     const [ts, stats] = await Promise.allSettled([getJSON('tasks', { signal }), getJSON('stats', { signal })]);
     if (stats.status === 'fulfilled') { st = stats.value; drawCharts(charts, st); }
     drawTasks(tasks, ts);
-    drawCards(cards, group, st, ts.status === 'fulfilled' ? ts.value : null);
+    lastTasks = ts.status === 'fulfilled' ? ts.value : null;
+    drawCards(cards, group, st, lastTasks);
   }, 2000);
   const stopSlow = poll(async (signal) => {
     try {
@@ -35,6 +36,7 @@ export function mount(main) {
       group = { unavailable: e.status === 404 ? 'instances unavailable: this instance does not serve /instances' : `instances unavailable: ${e.message}` };
     }
     drawInstances(instances, group, info);
+    drawCards(cards, group, st, lastTasks);
   }, 5000);
   return () => { stopFast(); stopSlow(); };
 }
