@@ -82,7 +82,7 @@ function drawCharts(el, st) {
     windowMs: st.window_ms,
     unit: 'record timestamp → output',
     fmt: fmtMs,
-    tick: (v) => (v >= 1000 ? (v / 1000).toFixed(1) + ' s' : v < 10 ? v.toFixed(1) + ' ms' : Math.round(v) + ' ms'),
+    tick: (v) => (v >= 1000 ? (v / 1000).toFixed(1) + ' s' : v > 0 && v < 10 ? v.toFixed(1) + ' ms' : Math.round(v) + ' ms'),
     series: [
       { name: 'p50', cls: 's1', points: withLat.map((p) => [p.t, p.latency_p50]) },
       { name: 'p99', cls: 's3', points: withLat.map((p) => [p.t, p.latency_p99]) },
