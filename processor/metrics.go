@@ -81,16 +81,21 @@ type HistogramSnapshot struct {
 	Sum     float64
 }
 
-// Snapshot reads h. Observations made while it reads may be half counted
-// (in the buckets but not the count, say); the next scrape sees them whole.
+// Snapshot reads h. The count is read before the buckets: an observation
+// is added to its bucket before the count, so every observation counted is
+// in a bucket read after it, and Count is the buckets' total (+Inf
+// included). Observations made while it reads are left out or counted
+// whole, so the difference of two snapshots is a histogram too (the web
+// console's per-second quantiles). The sum may be a batch behind or ahead.
 func (h *Histogram) Snapshot() HistogramSnapshot {
 	s := HistogramSnapshot{Buckets: make(map[float64]uint64, len(latencyBounds))}
+	count := h.count.Load()
 	var cum uint64
 	for i, b := range latencyBounds {
 		cum += h.counts[i].Load()
 		s.Buckets[b.Seconds()] = cum
 	}
-	s.Count = max(h.count.Load(), cum+h.counts[len(latencyBounds)].Load())
+	s.Count = max(count, cum+h.counts[len(latencyBounds)].Load())
 	s.Sum = float64(h.sum.Load()) / float64(time.Second)
 	return s
 }

@@ -28,4 +28,8 @@
 //
 // Guard puts a program's own endpoints on the same server behind the same
 // credentials.
+//
+// Register also mounts the web console at / (README "Web console",
+// DESIGN.md "Web console"): embedded files with no build step, and the
+// JSON it reads besides the endpoints above: /stats, /deadletters, /app.
 package serve
