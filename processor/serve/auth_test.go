@@ -447,10 +447,18 @@ func TestRegisterBehindToken(t *testing.T) {
 	if resp, body := do(t, browser, "GET", base+"/tasks", nil, nil); resp.StatusCode != 200 || !strings.Contains(body, `"state": "running"`) {
 		t.Errorf("/tasks with the cookie: %d %s", resp.StatusCode, body)
 	}
-	// The console is at /: past the guard with the cookie (200 once it is
-	// mounted, the mux's 404 without it), never the login.
-	if resp, body := do(t, noRedirect, "GET", base+"/", map[string]string{"Cookie": jar.Cookies(resp.Request.URL)[0].String()}, nil); resp.StatusCode != 200 && resp.StatusCode != 404 {
-		t.Errorf("/ with the cookie: %d %s", resp.StatusCode, body)
+	// The console is at /: with the cookie, the page and its modules,
+	// never the login.
+	cookie := map[string]string{"Cookie": jar.Cookies(resp.Request.URL)[0].String()}
+	if resp, body := do(t, noRedirect, "GET", base+"/", cookie, nil); resp.StatusCode != 200 || !strings.Contains(body, "console/") {
+		t.Errorf("/ with the cookie: %d %.200s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, noRedirect, "GET", base+"/console/app.js", cookie, nil); resp.StatusCode != 200 {
+		t.Errorf("/console/app.js with the cookie: %d %.200s", resp.StatusCode, body)
+	}
+	// Without it, the page is the login, and its module is refused.
+	if resp, _ := do(t, noRedirect, "GET", base+"/console/app.js", nil, nil); resp.StatusCode != 401 {
+		t.Errorf("/console/app.js without credentials: %d, want 401", resp.StatusCode)
 	}
 	if resp, body := do(t, browser, "GET", base+"/stores/counts/keys/"+remoteWord(t, insts, want), nil, nil); resp.StatusCode != 200 {
 		t.Errorf("a forwarded key with the cookie: %d %s", resp.StatusCode, body)

@@ -33,10 +33,10 @@ func externalURLs(text string) []string {
 	return out
 }
 
-// served serves Register over wordcount's App (topics prefix+lines →
+// consoleServer serves Register over wordcount's App (topics prefix+lines →
 // prefix+counts, dead letters to prefix+lines-dlq), not run, until the
 // test ends.
-func served(t *testing.T, prefix string, opts ...processor.Opt) *httptest.Server {
+func consoleServer(t *testing.T, prefix string, opts ...processor.Opt) *httptest.Server {
 	t.Helper()
 	app, err := processor.New(examples.WordCount(prefix+"lines", prefix+"counts", prefix+"lines-dlq"), opts...)
 	if err != nil {
@@ -55,7 +55,7 @@ func served(t *testing.T, prefix string, opts ...processor.Opt) *httptest.Server
 // Negative controls: a missing file is a 404, an unknown path is not the
 // page, and the URL check catches a CDN link.
 func TestConsoleServed(t *testing.T) {
-	srv := served(t, "", processor.ApplicationID("console-test"), processor.StateDir(t.TempDir()))
+	srv := consoleServer(t, "", processor.ApplicationID("console-test"), processor.StateDir(t.TempDir()))
 	get := func(path string) (*http.Response, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + path)

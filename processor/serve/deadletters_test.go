@@ -24,7 +24,7 @@ import (
 func TestDeadLetters(t *testing.T) {
 	brokers := testbroker.Addrs(t)
 	id := testbroker.Unique(t, "dlq-view-")
-	srv := served(t, id+"-", processor.ApplicationID(id), processor.Brokers(brokers...), processor.StateDir(t.TempDir()))
+	srv := consoleServer(t, id+"-", processor.ApplicationID(id), processor.Brokers(brokers...), processor.StateDir(t.TempDir()))
 	ask := func(query string) (int, deadLettersAnswer, string) {
 		t.Helper()
 		resp, err := http.Get(srv.URL + "/deadletters" + query)
