@@ -78,7 +78,7 @@ func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 	})
 	newQueryHandler(app, c).register(mux)
 	newInstancesHandler(app, c).register(mux) // GET /instances (instances.go)
-	registerConsole(mux, app, c) // the web console at /, with /stats, /deadletters and /app (console.go)
+	registerConsole(mux, app, c)              // the web console at /, with /stats, /deadletters and /app (console.go)
 }
 
 // RegisterQueries mounts only the interactive queries on mux:
