@@ -326,6 +326,7 @@ func TestConsole(t *testing.T) {
 	t.Run("deadletters", func(t *testing.T) { deadLetters(t, ctx, wc, pvi, brokers, params["input"], lines, shots) })
 	t.Run("layout", func(t *testing.T) { layout(t, ctx, wc) })
 	t.Run("login", func(t *testing.T) { login(t, ctx, wc) })
+	t.Run("token", func(t *testing.T) { behindToken(t, ctx, wc) })
 	t.Run("instances", func(t *testing.T) { instancesContract(t, ctx, wc) })
 	t.Run("restoring", func(t *testing.T) { restoring(t, ctx) })
 	// Last: a second instance rebalances the group.

@@ -530,3 +530,32 @@ func instancesContract(t *testing.T, ctx context.Context, wc *instance) {
 		t.Error("instances served, yet shown unavailable")
 	}
 }
+
+// behindToken: the console behind a real token (serve.BearerToken), as
+// `sluice run --http` serves it with SLUICE_HTTP_TOKEN. A page load goes to
+// /login; a wrong token stays there and shows nothing of the state (the
+// negative control); the right one signs the browser in, and the overview
+// then lists the instance's tasks, its requests carried by the cookie.
+func behindToken(t *testing.T, ctx context.Context, wc *instance) {
+	const token = "console-token-0f8fad5b-d9cb-469f"
+	mux := http.NewServeMux()
+	serve.Register(mux, wc.app, serve.BearerToken(token))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	signIn := func(tok string) {
+		t.Helper()
+		waitFor(t, ctx, `location.pathname === '/login' && document.getElementById('token')`, `location.href`, 20*time.Second)
+		eval[bool](t, ctx, fmt.Sprintf(`document.getElementById('token').value = %s; document.querySelector('form').submit(); true`, js(tok)))
+	}
+	page(t, ctx, chromedp.Navigate(srv.URL+"/"))
+	signIn("not-" + token)
+	waitFor(t, ctx, `location.pathname === '/login' && document.querySelector('[role=alert]')`, `document.body.textContent`, 20*time.Second)
+	if body := eval[string](t, ctx, `document.body.textContent`); strings.Contains(body, "running") || strings.Contains(body, "0_0") {
+		t.Errorf("the login page after a wrong token shows state: %.300s", body)
+	}
+	signIn(token)
+	waitFor(t, ctx, `location.pathname === '/' && document.querySelectorAll('#tasks-table tr[data-task]').length > 0`, `location.href + ' ' + document.body.textContent.slice(0, 300)`, 20*time.Second)
+	if got := eval[string](t, ctx, `document.querySelector('#tasks-table tr[data-task] .badge').textContent`); got != "running" {
+		t.Errorf("behind the token, a task's badge reads %q", got)
+	}
+}
