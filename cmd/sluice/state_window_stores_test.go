@@ -30,8 +30,12 @@ type win struct {
 }
 
 func sameWindows(got, want []win) error {
-	sort.Slice(got, func(i, j int) bool { return got[i].key < got[j].key || got[i].key == got[j].key && got[i].start < got[j].start })
-	sort.Slice(want, func(i, j int) bool { return want[i].key < want[j].key || want[i].key == want[j].key && want[i].start < want[j].start })
+	sort.Slice(got, func(i, j int) bool {
+		return got[i].key < got[j].key || got[i].key == got[j].key && got[i].start < got[j].start
+	})
+	sort.Slice(want, func(i, j int) bool {
+		return want[i].key < want[j].key || want[i].key == want[j].key && want[i].start < want[j].start
+	})
 	if len(got) != len(want) {
 		return fmt.Errorf("%d windows, want %d", len(got), len(want))
 	}
