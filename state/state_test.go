@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-streams/sluice/internal/filesnap"
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/statedir"
 	"github.com/sluice-streams/sluice/internal/testkeys"
@@ -153,7 +154,7 @@ func TestReadsWriteNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Close()
-	if diff := compareFiles(before, files(t, root)); diff != "" {
+	if diff := filesnap.Diff(before, files(t, root)); diff != "" {
 		t.Fatalf("the reader changed the directory: %s", diff)
 	}
 	eng, err := store.OpenPebble(dir)
@@ -161,45 +162,18 @@ func TestReadsWriteNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng.Close()
-	if compareFiles(before, files(t, root)) == "" {
+	if filesnap.Diff(before, files(t, root)) == "" {
 		t.Fatal("a read-write open changed nothing the comparison sees")
 	}
 }
 
-func files(t *testing.T, dir string) map[string]string {
+func files(t *testing.T, dir string) filesnap.Snapshot {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		var b []byte
-		if !fi.IsDir() {
-			if b, err = os.ReadFile(p); err != nil {
-				return err
-			}
-		}
-		out[p] = fmt.Sprintf("%v %d %d %x", fi.Mode(), fi.Size(), fi.ModTime().UnixNano(), b)
-		return nil
-	})
+	s, err := filesnap.Take(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
-}
-
-func compareFiles(a, b map[string]string) string {
-	for p, d := range a {
-		if b[p] != d {
-			return p + " changed"
-		}
-	}
-	for p := range b {
-		if _, ok := a[p]; !ok {
-			return p + " appeared"
-		}
-	}
-	return ""
+	return s
 }
 
 // TestRunningInstanceRefused: a held application lock refuses Open; the

@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 
@@ -34,21 +33,7 @@ func OpenPebbleReadOnly(dir string) (*Pebble, error) {
 		EventListener:               &pebble.EventListener{DataCorruption: func(pebble.DataCorruptionInfo) {}},
 		DisableAutomaticCompactions: true,
 	}
-	db, err := pebble.Open(dir, opts)
-	if err != nil {
-		if err := corrupted(dir, err); err != nil && errors.Is(err, ErrCorrupted) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("store: open pebble %s read-only: %w", dir, err)
-	}
-	p := &Pebble{db: db, dir: dir}
-	cp, err := p.readCheckpoint()
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	p.checkpoint.Store(cp)
-	return p, nil
+	return openPebble(dir, opts)
 }
 
 // errReadOnly is readOnlyFS's refusal of any change.

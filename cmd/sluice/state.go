@@ -68,11 +68,17 @@ func addExampleFlag(cmd *cobra.Command, example *string) {
 	cmd.Flags().StringVar(example, "example", "", "decode through this built-in example's serdes (default: the example named by an application id sluice-NAME)")
 }
 
-func checkFormat(format string) error {
+// withState checks --format, opens dir (openState) and runs fn on it.
+func withState(dir, example, format string, fn func(*state.Reader) error) error {
 	if format != "text" && format != "json" {
 		return fmt.Errorf("state: --format %q: want text or json", format)
 	}
-	return nil
+	r, _, err := openState(dir, example)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return fn(r)
 }
 
 func newStateLsCmd() *cobra.Command {
@@ -82,43 +88,38 @@ func newStateLsCmd() *cobra.Command {
 		Short: "List the stores of a state directory: task, partition, layout, records, size, changelog offset",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			r, _, err := openState(args[0], example)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			infos, err := r.Stores()
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if format == "json" {
-				enc := json.NewEncoder(out)
-				for _, s := range infos {
-					if err := enc.Encode(s); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "APPLICATION\tSTORE\tTASK\tPARTITION\tLAYOUT\tRECORDS\tBYTES\tCHANGELOG OFFSET")
-			for _, s := range infos {
-				off := "-"
-				if s.ChangelogOffset >= 0 {
-					off = fmt.Sprint(s.ChangelogOffset)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Application, s.Store, s.Task, s.Partition, s.Layout, s.Records, s.SizeBytes, off)
-			}
-			return tw.Flush()
+			return withState(args[0], example, format, func(r *state.Reader) error { return printStores(cmd.OutOrStdout(), r, format) })
 		},
 	}
 	addExampleFlag(cmd, &example)
 	cmd.Flags().StringVar(&format, "format", "text", "text or json (one object a line)")
 	return cmd
+}
+
+func printStores(out io.Writer, r *state.Reader, format string) error {
+	infos, err := r.Stores()
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		for _, s := range infos {
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APPLICATION\tSTORE\tTASK\tPARTITION\tLAYOUT\tRECORDS\tBYTES\tCHANGELOG OFFSET")
+	for _, s := range infos {
+		off := "-"
+		if s.ChangelogOffset >= 0 {
+			off = fmt.Sprint(s.ChangelogOffset)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Application, s.Store, s.Task, s.Partition, s.Layout, s.Records, s.SizeBytes, off)
+	}
+	return tw.Flush()
 }
 
 func newStateGetCmd() *cobra.Command {
@@ -132,32 +133,27 @@ func newStateGetCmd() *cobra.Command {
 bytes; --key-base64 gives the key's encoding itself, for any bytes.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
-			r, _, err := openState(args[0], example)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			var kb []byte
-			if keyBase64 {
-				if kb, err = base64.StdEncoding.DecodeString(args[2]); err != nil {
-					return fmt.Errorf("state: --key-base64: %w", err)
-				}
-			} else if kb, err = r.KeyFromText(args[1], args[2]); err != nil {
-				return err
-			}
-			entries, err := r.Lookup(args[1], kb)
-			if err != nil {
-				return err
-			}
-			for _, e := range entries {
-				if err := printEntry(cmd.OutOrStdout(), format, e); err != nil {
+			return withState(args[0], example, format, func(r *state.Reader) error {
+				var kb []byte
+				var err error
+				if keyBase64 {
+					if kb, err = base64.StdEncoding.DecodeString(args[2]); err != nil {
+						return fmt.Errorf("state: --key-base64: %w", err)
+					}
+				} else if kb, err = r.KeyFromText(args[1], args[2]); err != nil {
 					return err
 				}
-			}
-			return nil
+				entries, err := r.Lookup(args[1], kb)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					if err := printEntry(cmd.OutOrStdout(), format, e); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		},
 	}
 	addExampleFlag(cmd, &example)
@@ -174,30 +170,24 @@ func newStateDumpCmd() *cobra.Command {
 		Short: "Print every entry of a store, decoded where the example is known",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format); err != nil {
-				return err
-			}
 			if limit < 0 {
 				return fmt.Errorf("state: --limit %d: want 0 (no limit) or more", limit)
 			}
-			r, _, err := openState(args[0], example)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			n := 0
-			errLimit := fmt.Errorf("limit")
-			err = r.Entries(args[1], func(e state.Entry) error {
-				if limit > 0 && n >= limit {
-					return errLimit
+			return withState(args[0], example, format, func(r *state.Reader) error {
+				n := 0
+				errLimit := fmt.Errorf("limit")
+				err := r.Entries(args[1], func(e state.Entry) error {
+					if limit > 0 && n >= limit {
+						return errLimit
+					}
+					n++
+					return printEntry(cmd.OutOrStdout(), format, e)
+				})
+				if err == errLimit {
+					return nil
 				}
-				n++
-				return printEntry(cmd.OutOrStdout(), format, e)
+				return err
 			})
-			if err == errLimit {
-				return nil
-			}
-			return err
 		},
 	}
 	addExampleFlag(cmd, &example)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/filesnap"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
@@ -149,46 +149,20 @@ func stateCmd(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// snapshot is every file under dir with its size, mode, time and content
-// hash: what a read-only tool must leave as it was.
-func snapshot(t *testing.T, dir string) map[string]string {
+// snapshot is every file under dir: what a read-only tool must leave as
+// it was.
+func snapshot(t *testing.T, dir string) filesnap.Snapshot {
 	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		desc := fmt.Sprintf("%v %d %v", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		if !d.IsDir() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			desc += fmt.Sprintf(" %x", sha256.Sum256(b))
-		}
-		out[p] = desc
-		return nil
-	})
+	s, err := filesnap.Take(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return s
 }
 
-func sameSnapshot(a, b map[string]string) error {
-	for p, d := range a {
-		if b[p] != d {
-			return fmt.Errorf("%s: %q, then %q", p, d, b[p])
-		}
-	}
-	for p := range b {
-		if _, ok := a[p]; !ok {
-			return fmt.Errorf("%s appeared", p)
-		}
+func sameSnapshot(a, b filesnap.Snapshot) error {
+	if d := filesnap.Diff(a, b); d != "" {
+		return errors.New(d)
 	}
 	return nil
 }
