@@ -161,10 +161,15 @@ func (r *Reader) keyWindows(s *storeDir, kb []byte, windows windowsFunc, dk func
 	// A stage over the read-only engine: the hook reads through it and
 	// nothing is ever written to it.
 	st := store.NewStaged(s.info.Store, eng)
+	var fnErr error
 	err = windows(st, kb, func(start, end int64, v any) error {
-		return fn(Entry{Raw: Record{Application: s.info.Application, Task: s.info.Task, Partition: s.info.Partition, Key: slices.Clone(kb)},
+		fnErr = fn(Entry{Raw: Record{Application: s.info.Application, Task: s.info.Task, Partition: s.info.Partition, Key: slices.Clone(kb)},
 			Decoded: true, Key: k, Value: v, Window: &Bounds{Start: start, End: end}})
+		return fnErr
 	})
+	if err != nil && fnErr != nil {
+		return fnErr // fn's own error, unchanged: it is the caller's to recognise
+	}
 	if err != nil {
 		return r.storeErr(s, err)
 	}

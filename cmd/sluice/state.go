@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -175,7 +176,7 @@ func newStateDumpCmd() *cobra.Command {
 			}
 			return withState(args[0], example, format, func(r *state.Reader) error {
 				n := 0
-				errLimit := fmt.Errorf("limit")
+				errLimit := errors.New("limit reached")
 				err := r.Entries(args[1], func(e state.Entry) error {
 					if limit > 0 && n >= limit {
 						return errLimit
@@ -183,7 +184,7 @@ func newStateDumpCmd() *cobra.Command {
 					n++
 					return printEntry(cmd.OutOrStdout(), format, e)
 				})
-				if err == errLimit {
+				if errors.Is(err, errLimit) {
 					return nil
 				}
 				return err

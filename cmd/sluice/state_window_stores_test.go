@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/state"
+	"github.com/sluice-streams/sluice/store"
 )
 
 // win is a window as the test compares them: key bytes, bounds, count.
@@ -149,6 +150,9 @@ func TestStateToolsPageviewsWindows(t *testing.T) {
 		t.Fatal("sameWindows missed an end off by one")
 	}
 
+	if out, err := stateCmd(t, "dump", appDir, "page-counts", "--example", "pageviews", "--limit", "3"); err != nil || strings.Count(out, "\n") != 3 {
+		t.Fatalf("dump of a window store --limit 3: %v\n%s", err, out)
+	}
 	// get: a non-UTF-8 user's session, by the base64 of its key.
 	for _, u := range nonUTF8 {
 		out, err := stateCmd(t, "get", appDir, "user-sessions", "--example", "pageviews", "--key-base64", base64.StdEncoding.EncodeToString(u))
@@ -229,4 +233,59 @@ func TestStateToolsPageviewsWindows(t *testing.T) {
 		t.Fatalf("layouts %v", layouts)
 	}
 	t.Logf("stores: %v", layouts)
+}
+
+// TestStateLsLayouts: with --example, ls names the layout of every store
+// of enrich (key-value, join buffers, a time store, a global table) from
+// its topology; without, every layout is unknown.
+func TestStateLsLayouts(t *testing.T) {
+	root := t.TempDir()
+	app := filepath.Join(root, "enrich-copy")
+	stores := map[string]string{
+		"0_0/order-payments-left":              "stream-join buffer",
+		"0_0/order-payments-right":             "stream-join buffer",
+		"1_0/customers":                        "key-value",
+		"1_0/revenue-per-customer":             "key-value",
+		"1_0/revenue-by-tier-repartition-time": "time",
+		"2_0/revenue-by-tier":                  "key-value",
+		"global/customers-global":              "global table",
+	}
+	for s := range stores {
+		eng, err := store.OpenPebble(filepath.Join(app, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.Close()
+	}
+	for _, example := range []string{"enrich", ""} {
+		out, err := stateCmd(t, "ls", root, "--format", "json", "--example", example)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		dec := json.NewDecoder(strings.NewReader(out))
+		for dec.More() {
+			var s state.StoreInfo
+			if err := dec.Decode(&s); err != nil {
+				t.Fatal(err)
+			}
+			want, ok := stores[s.Task+"/"+s.Store]
+			if example == "" && s.Task != "global" {
+				want = "unknown"
+			}
+			if !ok || s.Layout != want || s.Records != 0 || s.ChangelogOffset != -1 {
+				t.Errorf("--example %q: %+v, want layout %q, empty", example, s, want)
+			}
+			n++
+		}
+		if n != len(stores) {
+			t.Errorf("--example %q: %d stores listed, want %d:\n%s", example, n, len(stores), out)
+		}
+	}
+	if _, err := stateCmd(t, "ls", root, "--example", "no-such"); err == nil || !strings.Contains(err.Error(), `no example "no-such"`) {
+		t.Errorf("--example no-such: %v", err)
+	}
+	if _, err := stateCmd(t, "ls", root, "--format", "yaml"); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("--format yaml: %v", err)
+	}
 }
