@@ -18,8 +18,12 @@ import (
 type Entry struct {
 	Raw     Record
 	Decoded bool
-	Key     any
-	Value   any
+	// DecodeErr is why an entry of a store with known serdes did not
+	// decode (a key its key serde refuses, say): the entry is then raw,
+	// so that one bad entry does not hide the others.
+	DecodeErr error
+	Key       any
+	Value     any
 	// Window is set for an entry of a window store.
 	Window *Bounds
 }
@@ -46,11 +50,7 @@ func (r *Reader) Entries(name string, fn func(Entry) error) error {
 		return r.windowEntries(ss, q.Windows, q.Key, fn)
 	case q != nil && q.Value != nil:
 		return r.Records(name, func(rec Record) error {
-			e, err := decodeKV(name, rec, q.Key, q.Value)
-			if err != nil {
-				return err
-			}
-			return fn(e)
+			return fn(decodeKV(name, rec, q.Key, q.Value))
 		})
 	}
 	return r.Records(name, func(rec Record) error { return fn(Entry{Raw: rec}) })
@@ -85,9 +85,7 @@ func (r *Reader) Lookup(name string, key []byte) ([]Entry, error) {
 	for _, rec := range recs {
 		e := Entry{Raw: rec}
 		if q != nil && q.Value != nil {
-			if e, err = decodeKV(name, rec, q.Key, q.Value); err != nil {
-				return nil, err
-			}
+			e = decodeKV(name, rec, q.Key, q.Value)
 		}
 		out = append(out, e)
 	}
@@ -107,16 +105,16 @@ func (r *Reader) KeyFromText(name, text string) ([]byte, error) {
 	return []byte(text), nil
 }
 
-func decodeKV(name string, rec Record, dk, dv func([]byte) (any, error)) (Entry, error) {
+func decodeKV(name string, rec Record, dk, dv func([]byte) (any, error)) Entry {
 	k, err := dk(rec.Key)
 	if err != nil {
-		return Entry{}, fmt.Errorf("state: store %q task %s: key %x: %w", name, rec.Task, rec.Key, err)
+		return Entry{Raw: rec, DecodeErr: fmt.Errorf("state: store %q task %s: key %x: %w", name, rec.Task, rec.Key, err)}
 	}
 	v, err := dv(rec.Value)
 	if err != nil {
-		return Entry{}, fmt.Errorf("state: store %q task %s: value of key %x: %w", name, rec.Task, rec.Key, err)
+		return Entry{Raw: rec, DecodeErr: fmt.Errorf("state: store %q task %s: value of key %x: %w", name, rec.Task, rec.Key, err)}
 	}
-	return Entry{Raw: rec, Decoded: true, Key: k, Value: v}, nil
+	return Entry{Raw: rec, Decoded: true, Key: k, Value: v}
 }
 
 type windowsFunc = func(s *store.Staged, key []byte, fn func(start, end int64, value any) error) error
@@ -154,17 +152,19 @@ func (r *Reader) keyWindows(s *storeDir, kb []byte, windows windowsFunc, dk func
 	if err != nil {
 		return err
 	}
+	raw := Record{Application: s.info.Application, Task: s.info.Task, Partition: s.info.Partition, Key: slices.Clone(kb)}
 	k, err := dk(kb)
 	if err != nil {
-		return fmt.Errorf("state: store %q task %s: key %x: %w", s.info.Store, s.info.Task, kb, err)
+		// The key's windows cannot be shown decoded: one raw entry for
+		// the key says so, and the others go on.
+		return fn(Entry{Raw: raw, DecodeErr: fmt.Errorf("state: store %q task %s: key %x: %w", s.info.Store, s.info.Task, kb, err)})
 	}
 	// A stage over the read-only engine: the hook reads through it and
 	// nothing is ever written to it.
 	st := store.NewStaged(s.info.Store, eng)
 	var fnErr error
 	err = windows(st, kb, func(start, end int64, v any) error {
-		fnErr = fn(Entry{Raw: Record{Application: s.info.Application, Task: s.info.Task, Partition: s.info.Partition, Key: slices.Clone(kb)},
-			Decoded: true, Key: k, Value: v, Window: &Bounds{Start: start, End: end}})
+		fnErr = fn(Entry{Raw: raw, Decoded: true, Key: k, Value: v, Window: &Bounds{Start: start, End: end}})
 		return fnErr
 	})
 	if err != nil && fnErr != nil {

@@ -207,6 +207,8 @@ type entryJSON struct {
 	Window      *state.Bounds `json:"window,omitempty"`
 	KeyBase64   string        `json:"key_base64"`
 	ValueBase64 *string       `json:"value_base64,omitempty"`
+	// Error says why an entry of a store with known serdes is raw.
+	Error string `json:"error,omitempty"`
 }
 
 func printEntry(w io.Writer, format string, e state.Entry) error {
@@ -214,6 +216,9 @@ func printEntry(w io.Writer, format string, e state.Entry) error {
 		j := entryJSON{Task: e.Raw.Task, Partition: e.Raw.Partition, Window: e.Window, KeyBase64: base64.StdEncoding.EncodeToString(e.Raw.Key)}
 		if e.Decoded {
 			j.Key, j.Value = jsonable(e.Key), jsonable(e.Value)
+		}
+		if e.DecodeErr != nil {
+			j.Error = e.DecodeErr.Error()
 		}
 		if e.Window == nil {
 			v := base64.StdEncoding.EncodeToString(e.Raw.Value)
@@ -235,6 +240,9 @@ func printEntry(w io.Writer, format string, e state.Entry) error {
 	if e.Window != nil {
 		_, err := fmt.Fprintf(w, "%s\t%s\t[%d,%d)\t%s\n", e.Raw.Task, k, e.Window.Start, e.Window.End, v)
 		return err
+	}
+	if e.DecodeErr != nil {
+		v += "\t(raw: " + e.DecodeErr.Error() + ")"
 	}
 	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", e.Raw.Task, k, v)
 	return err
