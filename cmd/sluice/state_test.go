@@ -197,9 +197,11 @@ func copyDir(t *testing.T, from, to string) {
 func TestStateToolsWordcount(t *testing.T) {
 	in := testbroker.Unique(t, "st-lines-")
 	app := "sluice-wordcount" // the default id: the tool finds the example by it
-	if len(testbroker.External()) > 0 {
-		app = testbroker.Unique(t, "st-wc-")
+	var ex []string
+	if len(testbroker.External()) > 0 { // a shared cluster: an id of this run's own, the example named
+		app, ex = testbroker.Unique(t, "st-wc-"), []string{"--example", "wordcount"}
 	}
+	wc := func(args ...string) (string, error) { return stateCmd(t, append(args, ex...)...) }
 	ctx := testCtx(t)
 	addrs := testbroker.Addrs(t)
 	for _, tp := range []string{in, in + "-out", in + "-dlq"} {
@@ -229,7 +231,7 @@ func TestStateToolsWordcount(t *testing.T) {
 
 	appDir := filepath.Join(run.root, app)
 	// Running: refused, by the CLI and by the Go reader.
-	if _, err := stateCmd(t, "ls", appDir); err == nil || !strings.Contains(err.Error(), "running") {
+	if _, err := wc("ls", appDir); err == nil || !strings.Contains(err.Error(), "running") {
 		t.Fatalf("state ls of a running instance's dir: %v, want a refusal", err)
 	}
 	if _, err := state.Open(run.root); !errors.Is(err, state.ErrInUse) {
@@ -239,7 +241,7 @@ func TestStateToolsWordcount(t *testing.T) {
 
 	before := snapshot(t, run.root)
 	// ls: every store, counts summing to the oracle's keys.
-	out, err := stateCmd(t, "ls", run.root, "--format", "json")
+	out, err := wc("ls", run.root, "--format", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +268,7 @@ func TestStateToolsWordcount(t *testing.T) {
 		t.Fatalf("ls: %d partitions of counts holding %d records, want 3 holding %d:\n%s", parts, records, len(oracle), out)
 	}
 	// dump: decoded through the example's serdes.
-	out, err = stateCmd(t, "dump", appDir, "counts", "--format", "json")
+	out, err = wc("dump", appDir, "counts", "--format", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,16 +300,16 @@ func TestStateToolsWordcount(t *testing.T) {
 		got[k]--
 		break
 	}
-	if out, err := stateCmd(t, "dump", appDir, "counts", "--limit", "5"); err != nil || strings.Count(out, "\n") != 5 {
+	if out, err := wc("dump", appDir, "counts", "--limit", "5"); err != nil || strings.Count(out, "\n") != 5 {
 		t.Fatalf("dump --limit 5: %v\n%s", err, out)
 	}
 	// get: every key of every length, by its text and by its base64.
 	for _, w := range []string{examples.Words(testkeys.Len(1, 0))[0], examples.Words(testkeys.Len(140, 0))[0], testkeys.UUIDs(1)[0]} {
-		out, err := stateCmd(t, "get", appDir, "counts", w)
+		out, err := wc("get", appDir, "counts", w)
 		if want := fmt.Sprintf("\t%s\t%d\n", w, oracle[w]); err != nil || !strings.HasSuffix(out, want) {
 			t.Fatalf("get %q: %v %q, want ...%q", w, err, out, want)
 		}
-		out, err = stateCmd(t, "get", appDir, "counts", "--key-base64", base64.StdEncoding.EncodeToString([]byte(w)))
+		out, err = wc("get", appDir, "counts", "--key-base64", base64.StdEncoding.EncodeToString([]byte(w)))
 		if want := fmt.Sprintf("\t%s\t%d\n", w, oracle[w]); err != nil || !strings.HasSuffix(out, want) {
 			t.Fatalf("get --key-base64 %q: %v %q", w, err, out)
 		}
@@ -336,13 +338,13 @@ func TestStateToolsWordcount(t *testing.T) {
 	}
 	r.Close()
 	// Missing store and key: clear errors.
-	if _, err := stateCmd(t, "dump", appDir, "no-such-store"); err == nil || !strings.Contains(err.Error(), `no such store: "no-such-store" (have counts`) {
+	if _, err := wc("dump", appDir, "no-such-store"); err == nil || !strings.Contains(err.Error(), `no such store: "no-such-store" (have counts`) {
 		t.Fatalf("dump of a missing store: %v", err)
 	}
-	if _, err := stateCmd(t, "get", appDir, "counts", "no-such-word"); err == nil || !strings.Contains(err.Error(), `key not found: key "no-such-word" in store "counts"`) {
+	if _, err := wc("get", appDir, "counts", "no-such-word"); err == nil || !strings.Contains(err.Error(), `key not found: key "no-such-word" in store "counts"`) {
 		t.Fatalf("get of a missing key: %v", err)
 	}
-	if _, err := stateCmd(t, "ls", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a state directory") {
+	if _, err := wc("ls", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a state directory") {
 		t.Fatalf("ls of an empty dir: %v", err)
 	}
 	// Nothing was written by any of it.
@@ -377,7 +379,7 @@ func TestStateToolsWordcount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = stateCmd(t, "ls", cp)
+	_, err = wc("ls", cp)
 	if err == nil || !strings.Contains(err.Error(), storeDir) || !strings.Contains(err.Error(), "MANIFEST") {
 		t.Fatalf("ls of a corrupt store: %v, want an error naming %s and its MANIFEST", err, storeDir)
 	}
