@@ -122,6 +122,11 @@ func OpenPebble(dir string) (*Pebble, error) {
 	// for keys that do not exist yet (a new key, a new window), and a
 	// filter answers those without reading a block.
 	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	return openPebble(dir, opts)
+}
+
+// openPebble opens the database in dir with opts and reads its checkpoint.
+func openPebble(dir string, opts *pebble.Options) (*Pebble, error) {
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		if err := corrupted(dir, err); err != nil && errors.Is(err, ErrCorrupted) {
