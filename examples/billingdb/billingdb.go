@@ -63,33 +63,36 @@ func Open(ctx context.Context, c Config) (*DB, error) {
 		return nil, fmt.Errorf("billingdb: %w", err)
 	}
 	d := &DB{BillingDB: &examples.BillingDB{Mode: mode}}
-	switch u.Scheme {
-	case "postgres":
-		a, err := sluicepg.New(ctx, u.String(), accepted)
-		if err != nil {
-			return nil, fmt.Errorf("billingdb: %w", err)
+	url := u.String()
+	if u.Scheme == "postgres" {
+		d.Accepted, err = add(d, func() (*sluicepg.Sink[string, examples.AcceptedBill], error) { return sluicepg.New(ctx, url, accepted) })
+		if err == nil {
+			d.Totals, err = add(d, func() (*sluicepg.Sink[string, examples.Totals], error) { return sluicepg.New(ctx, url, totals) })
 		}
-		d.closers = append(d.closers, a.Close)
-		t, err := sluicepg.New(ctx, u.String(), totals)
-		if err != nil {
-			_ = d.Close()
-			return nil, fmt.Errorf("billingdb: %w", err)
+	} else { // mysql: ParseURL knows no other
+		d.Accepted, err = add(d, func() (*sluicemysql.Sink[string, examples.AcceptedBill], error) {
+			return sluicemysql.New(ctx, url, accepted)
+		})
+		if err == nil {
+			d.Totals, err = add(d, func() (*sluicemysql.Sink[string, examples.Totals], error) { return sluicemysql.New(ctx, url, totals) })
 		}
-		d.closers = append(d.closers, t.Close)
-		d.Accepted, d.Totals = a, t
-	default: // mysql: ParseURL knows no other
-		a, err := sluicemysql.New(ctx, u.String(), accepted)
-		if err != nil {
-			return nil, fmt.Errorf("billingdb: %w", err)
-		}
-		d.closers = append(d.closers, a.Close)
-		t, err := sluicemysql.New(ctx, u.String(), totals)
-		if err != nil {
-			_ = d.Close()
-			return nil, fmt.Errorf("billingdb: %w", err)
-		}
-		d.closers = append(d.closers, t.Close)
-		d.Accepted, d.Totals = a, t
+	}
+	if err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("billingdb: %w", err)
 	}
 	return d, nil
+}
+
+// add opens one sink and keeps it for Close.
+func add[V any, S interface {
+	examples.BillingStore[V]
+	Close() error
+}](d *DB, open func() (S, error)) (examples.BillingStore[V], error) {
+	s, err := open()
+	if err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, s.Close)
+	return s, nil
 }
