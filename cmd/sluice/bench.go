@@ -35,6 +35,7 @@ func newBenchCmd() *cobra.Command {
 		memprofile string
 		inProcess  bool
 		child      string
+		dbs        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -72,6 +73,16 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 						f.Close()
 					}
 				}()
+			}
+			if child != "" {
+				cfg.DBURLs = benchDBURLsFromEnv()
+			} else if dbs {
+				urls, stopDBs, err := startBenchDBs(ctx, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer stopDBs()
+				cfg.DBURLs = urls
 			}
 			if child != "" {
 				// One scenario in this process, its result as JSON on stdout.
@@ -124,6 +135,7 @@ pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", "
 	cmd.Flags().StringVar(&cfg.TimedCPUProfile, "cpuprofile-timed", "", "write a CPU profile of each timed run alone (no warm-up, preload, verification or paced run) to a new file PREFIX-<scenario>-<guarantee>-*.prof")
 	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run (implies --in-process)")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run every scenario in this process instead of one child process each (no peak RSS then)")
+	cmd.Flags().BoolVar(&dbs, "db-scenarios", false, "also run billing writing to PostgreSQL and to MariaDB, in two_phase and offsets mode ("+strings.Join(bench.DBScenarios, ", ")+"), on private servers started for the run (Debian packages postgresql and mariadb-server); with --only, name them")
 	cmd.Flags().StringVar(&child, "child", "", "internal: run one scenario:guarantee and print its result as JSON")
 	_ = cmd.Flags().MarkHidden("child")
 	return cmd
@@ -141,6 +153,7 @@ func childRunner(ctx context.Context, cfg bench.Config, name string, g txn.Guara
 		"--commit-interval", cfg.CommitInterval.String(),
 		"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String(),
 		"--cpuprofile-timed", cfg.TimedCPUProfile)
+	c.Env = benchDBEnv(cfg.DBURLs)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	out, err := c.Output()

@@ -717,6 +717,7 @@ func checkStack(s *stack, metrics map[string]metricInfo) problems {
 		}
 	}
 
+	checkComposeDB(&p, s, billing)
 	checkPrometheus(&p, s, httpPort, metrics)
 	return p
 }
@@ -973,6 +974,22 @@ func TestComposeCheckerCatches(t *testing.T) {
 			s.dockerfile = slices.DeleteFunc(s.dockerfile, func(in dockerInstr) bool { return in.Cmd == "USER" })
 		}, "no USER"},
 		{"root user in compose", func(s *stack) { s.service("billing").User = "0:0" }, "runs as root"},
+		{"no postgres", func(s *stack) { delete(s.compose.Services, "postgres") }, "postgres: no such service"},
+		{"no prepared transactions", func(s *stack) {
+			c := s.service("postgres").Command
+			s.service("postgres").Command = slices.DeleteFunc(slices.Clone(c), func(w string) bool { return strings.HasPrefix(w, "max_prepared") })
+		}, "max_prepared_transactions 0"},
+		{"billing without --db", func(s *stack) {
+			c := s.service("billing").Command
+			i := slices.Index(c, "--db")
+			s.service("billing").Command = slices.Delete(slices.Clone(c), i, i+2)
+		}, "billing: no --db"},
+		{"--db elsewhere", func(s *stack) { setCmdFlag(s.service("billing"), "--db", "postgres://billing@db:5432/billing") }, "does not reach the postgres service"},
+		{"--db wrong password", func(s *stack) { s.service("billing").Environment[envName(keyDBPassword)] = "nope" }, "is not the postgres service's POSTGRES_PASSWORD"},
+		{"--db password on the command line", func(s *stack) {
+			setCmdFlag(s.service("billing"), "--db", "postgres://billing:billing@postgres:5432/billing")
+		}, "--db holds the password"},
+		{"billing before postgres", func(s *stack) { delete(s.service("billing").DependsOn, "postgres") }, "depends on postgres"},
 		{"single-stage image", func(s *stack) {
 			i := slices.IndexFunc(s.dockerfile[1:], func(in dockerInstr) bool { return in.Cmd == "FROM" })
 			s.dockerfile = s.dockerfile[i+1:]

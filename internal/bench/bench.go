@@ -52,6 +52,9 @@ type Config struct {
 	// <TimedCPUProfile>-<scenario>-<guarantee>-*.prof (Result.CPUProfiles):
 	// where the time goes in what the table measures.
 	TimedCPUProfile string
+	// DBURLs, by kind (DBPostgres, DBMariaDB), are database servers for
+	// DBScenarios (billingdb.go); a kind without one has no scenarios.
+	DBURLs map[string]string
 }
 
 // Result is one scenario's measurement.
@@ -69,6 +72,9 @@ type Result struct {
 	// is noisy when the run is only a few commits long.
 	// VsPipe is PerSecond over the exactly_once pipe's of the same run.
 	VsPipe float64 `json:"vs_pipe"`
+	// VsBilling, for a database scenario, is PerSecond over billing's
+	// without a database (exactly_once) of the same run.
+	VsBilling float64 `json:"vs_billing,omitempty"`
 	// RunsPerSecond lists PerSecond of every run, in run order, when the
 	// scenario ran more than once; PerSecond is their median.
 	RunsPerSecond []float64 `json:"runs_records_per_second,omitempty"`
@@ -118,13 +124,16 @@ type scenario struct {
 	verify func(ctx context.Context, addrs []string, g txn.Guarantee, input []*kgo.Record) (string, error)
 	// covers, if set, gives the scenario a paced run (see paced.go).
 	covers covers
+	// exactlyOnceOnly: no at_least_once run (two-phase sinks need
+	// exactly_once).
+	exactlyOnceOnly bool
 }
 
 // Run runs the chosen scenarios under exactly_once and at_least_once.
 func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, error) {
 	want := map[string]bool{}
 	for _, s := range cfg.Scenarios {
-		if _, ok := scenarioNamed(s); !ok {
+		if _, ok := scenarioIn(cfg, s); !ok {
 			return nil, fmt.Errorf("bench: no scenario %q (have %v)", s, Scenarios)
 		}
 		want[s] = true
@@ -137,15 +146,19 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 			return nil, err
 		}
 		one = func(ctx context.Context, cfg Config, name string, g txn.Guarantee) (Result, error) {
-			sc, _ := scenarioNamed(name)
+			sc, _ := scenarioIn(cfg, name)
 			return measure(ctx, cfg, sc, g)
 		}
 	}
-	for _, sc := range scenarioList() {
-		if len(want) > 0 && !want[sc.name] && sc.name != "pipe" {
+	var billing float64
+	for _, sc := range append(scenarioList(), dbScenarios(cfg)...) {
+		if len(want) > 0 && !want[sc.name] && sc.name != "pipe" && (sc.name != "billing" || len(cfg.DBURLs) == 0) {
 			continue
 		}
 		for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce} {
+			if sc.exactlyOnceOnly && g != txn.ExactlyOnce {
+				continue
+			}
 			res, err := median(ctx, cfg, one, sc.name, g)
 			if err != nil {
 				return out, fmt.Errorf("bench: %s %s: %w", sc.name, g, err)
@@ -155,6 +168,13 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 			}
 			if pipe > 0 {
 				res.VsPipe = res.PerSecond / pipe
+			}
+			if sc.name == "billing" && g == txn.ExactlyOnce {
+				billing = res.PerSecond
+			}
+			if sc.exactlyOnceOnly && billing > 0 {
+				res.VsBilling = res.PerSecond / billing
+				res.Note += fmt.Sprintf("; %.2f of billing without a database (exactly_once, this run)", res.VsBilling)
 			}
 			out = append(out, res)
 			if progress != nil {
@@ -213,8 +233,12 @@ func warmUp(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func scenarioNamed(name string) (scenario, bool) {
-	for _, sc := range scenarioList() {
+func scenarioNamed(name string) (scenario, bool) { return scenarioIn(Config{}, name) }
+
+// scenarioIn finds a scenario among those cfg has, its database ones
+// included.
+func scenarioIn(cfg Config, name string) (scenario, bool) {
+	for _, sc := range append(scenarioList(), dbScenarios(cfg)...) {
 		if sc.name == name {
 			return sc, true
 		}
@@ -225,7 +249,7 @@ func scenarioNamed(name string) (scenario, bool) {
 // RunScenario runs one scenario after a warm-up and reports the process's
 // peak RSS: what a child process of `sluice bench` does.
 func RunScenario(ctx context.Context, cfg Config, name string, g txn.Guarantee) (Result, error) {
-	sc, ok := scenarioNamed(name)
+	sc, ok := scenarioIn(cfg, name)
 	if !ok {
 		return Result{}, fmt.Errorf("bench: no scenario %q (have %v)", name, Scenarios)
 	}
