@@ -1,0 +1,196 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// boundedTopology counts records per user (the value) in tumbling 1s
+// windows behind a repartition topic, emitting each window once, when it
+// closes: in a streaming run the last windows never close.
+func boundedTopology(in, out string) *topology.Topology {
+	tp := topology.New()
+	// Bytes keys: the input's keys are not all UTF-8.
+	s := topology.From(tp, in, serde.Bytes, serde.String)
+	g := topology.GroupBy(s, func(_ []byte, v string) string { return v }, topology.Grouped("by-user", serde.String, serde.String))
+	ws := topology.WindowedBy(g, window.Tumbling(time.Second), topology.EmitFinal())
+	c := topology.CountWindows(ws, topology.Materialized("counts", serde.String, serde.Int64))
+	topology.To(topology.Map(topology.ToStream(c), func(w topology.Windowed[string], n int64) (string, string) {
+		return fmt.Sprintf("%s@%d", w.Key, w.Window.Start), fmt.Sprint(n)
+	}), out, serde.String, serde.String)
+	return tp
+}
+
+// produceBounded writes n records over both partitions, keys of every
+// shape, timestamps i*97ms, users u0..u4; it returns the expected counts
+// of the records with timestamps before until (all with until 0).
+func produceBounded(t *testing.T, cl *kgo.Client, n int, until int64) map[string]string {
+	t.Helper()
+	counts := map[string]int{}
+	for i := range n {
+		ts := int64(i) * 97
+		user := fmt.Sprintf("u%d", i%5)
+		key := []byte(fmt.Sprintf("%08x-4a1b-9c2d-%012x", i, i*7919))
+		switch i % 4 {
+		case 0:
+			key = []byte{} // empty, not nil: a nil key is dropped by GroupBy, as in Kafka Streams
+		case 1:
+			key = []byte{0xff, byte(i)}
+		}
+		r := &kgo.Record{Key: key, Value: []byte(user), Timestamp: time.UnixMilli(ts)}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if until == 0 || ts < until {
+			counts[fmt.Sprintf("%s@%d", user, ts/1000*1000)]++
+		}
+	}
+	want := map[string]string{}
+	for k, c := range counts {
+		want[k] = fmt.Sprint(c)
+	}
+	return want
+}
+
+func readFinal(t *testing.T, addrs []string, topic string) (map[string]string, int) {
+	t.Helper()
+	rs, err := readback.ReadCommitted(context.Background(), addrs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, r := range rs {
+		m[string(r.Key)] = string(r.Value)
+	}
+	return m, len(rs)
+}
+
+func runBounded(t *testing.T, addrs []string, tp *topology.Topology, appID, dir string, opts ...processor.Opt) (*processor.App, error) {
+	t.Helper()
+	app, err := processor.New(tp, append([]processor.Opt{processor.ApplicationID(appID), processor.Brokers(addrs...),
+		processor.StateDir(dir)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("bounded run did not end within a minute (Run: %v)", err)
+	}
+	return app, err
+}
+
+// TestBoundedFiresEveryWindowAndExits: a bounded run over a finite input
+// closes every window, the last ones included, exactly once each, and
+// Run returns by itself with a summary. Negative control: a streaming run
+// over the same input, stopped once it processed everything, emitted fewer
+// windows (the last ones wait for a watermark that never comes).
+func TestBoundedFiresEveryWindowAndExits(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "bnd-in"), uniq(t, "bnd-out")
+	cl := setup(t, addrs, 2, in, out)
+	want := produceBounded(t, cl, 200, 0)
+
+	app, err := runBounded(t, addrs, boundedTopology(in, out), uniq(t, "bnd"), t.TempDir(), processor.Bounded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := app.Bounded()
+	if !s.Finished || s.Records < 200 {
+		t.Fatalf("summary %+v, want finished with 200 records", s)
+	}
+	got, n := readFinal(t, addrs, out)
+	if !maps.Equal(got, want) || n != len(want) {
+		t.Fatalf("bounded: %d records, %v\nwant each window once: %v", n, got, want)
+	}
+
+	// Negative control: streaming over the same input.
+	out2 := uniq(t, "bnd-out-stream")
+	setup(t, addrs, 2, out2)
+	sapp, err := processor.New(boundedTopology(in, out2), processor.ApplicationID(uniq(t, "bnd-stream")),
+		processor.Brokers(addrs...), processor.StateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(sapp, func(a *processor.App) bool { return a.Stats().Processed.Load() >= 200 }); err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ := readFinal(t, addrs, out2)
+	if maps.Equal(streamed, want) {
+		t.Fatal("negative control: a streaming run closed every window too; the test cannot tell bounded from streaming")
+	}
+	for k, v := range streamed {
+		if want[k] != v {
+			t.Errorf("streaming closed window %s with %s, bounded %s", k, v, want[k])
+		}
+	}
+}
+
+// TestBoundedUntilCutsAtTime: --until stops each partition at the first
+// record at or after the time; records after it are neither counted nor
+// their windows fired. Negative control: the counts differ from the whole
+// input's.
+func TestBoundedUntilCutsAtTime(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "bndu-in"), uniq(t, "bndu-out")
+	cl := setup(t, addrs, 2, in, out)
+	const until = 9500
+	all := produceBounded(t, cl, 200, 0)
+	want := map[string]string{}
+	{
+		// What produceBounded counts with a cut (same records).
+		counts := map[string]int{}
+		for i := range 200 {
+			if ts := int64(i) * 97; ts < until {
+				counts[fmt.Sprintf("u%d@%d", i%5, ts/1000*1000)]++
+			}
+		}
+		for k, c := range counts {
+			want[k] = fmt.Sprint(c)
+		}
+	}
+	app, err := runBounded(t, addrs, boundedTopology(in, out), uniq(t, "bndu"), t.TempDir(), processor.BoundedUntil(time.UnixMilli(until)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := app.Bounded(); !s.Finished || s.Records < (until+96)/97 {
+		t.Fatalf("summary %+v, want %d records", s, (until+96)/97)
+	}
+	got, _ := readFinal(t, addrs, out)
+	if !maps.Equal(got, want) {
+		t.Fatalf("until: %v\nwant %v", got, want)
+	}
+	if maps.Equal(got, all) {
+		t.Fatal("negative control: the cut run equals the whole input's")
+	}
+}
+
+// TestBoundedEmptyInput: with nothing to read, a bounded run ends at once
+// and writes nothing.
+func TestBoundedEmptyInput(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "bnde-in"), uniq(t, "bnde-out")
+	setup(t, addrs, 2, in, out)
+	app, err := runBounded(t, addrs, boundedTopology(in, out), uniq(t, "bnde"), t.TempDir(), processor.Bounded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := app.Bounded(); !s.Finished {
+		t.Fatalf("summary %+v", s)
+	}
+	if got, n := readFinal(t, addrs, out); n != 0 {
+		t.Fatalf("empty input wrote %v", got)
+	}
+}
