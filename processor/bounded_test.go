@@ -1,9 +1,17 @@
 package processor_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,12 +57,17 @@ func produceBounded(t *testing.T, cl *kgo.Client, n int, until int64) map[string
 			key = []byte{0xff, byte(i)}
 		}
 		r := &kgo.Record{Key: key, Value: []byte(user), Timestamp: time.UnixMilli(ts)}
-		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
 		if until == 0 || ts < until {
 			counts[fmt.Sprintf("%s@%d", user, ts/1000*1000)]++
 		}
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	want := map[string]string{}
 	for k, c := range counts {
@@ -192,5 +205,138 @@ func TestBoundedEmptyInput(t *testing.T) {
 	}
 	if got, n := readFinal(t, addrs, out); n != 0 {
 		t.Fatalf("empty input wrote %v", got)
+	}
+}
+
+// TestBoundedTwoInstances: two instances of one bounded application share
+// the tasks; both return by themselves, and together they wrote every
+// window once. Negative control: the checker rejects the output of the
+// first instance alone... when it held only part of the keys, so the run
+// is checked on both.
+func TestBoundedTwoInstances(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "bnd2-in"), uniq(t, "bnd2-out")
+	cl := setup(t, addrs, 4, in, out)
+	want := produceBounded(t, cl, 2000, 0)
+	appID := uniq(t, "bnd2")
+	errs := make(chan error, 2)
+	apps := make([]*processor.App, 2)
+	for i := range apps {
+		app, err := processor.New(boundedTopology(in, out), processor.ApplicationID(appID), processor.Brokers(addrs...),
+			processor.StateDir(t.TempDir()), processor.Bounded())
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps[i] = app
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, app := range apps {
+		go func() { errs <- app.Run(ctx) }()
+	}
+	for range apps {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the instances did not end within 90s")
+	}
+	var records int64
+	for i, app := range apps {
+		s := app.Bounded()
+		if !s.Finished {
+			t.Errorf("instance %d: %+v, not finished", i, s)
+		}
+		records += s.Records
+		t.Logf("instance %d: %+v", i, s)
+	}
+	got, n := readFinal(t, addrs, out)
+	if !maps.Equal(got, want) || n != len(want) {
+		t.Fatalf("two instances: %d records, %d keys, want each of %d windows once\ngot %v\nwant %v", n, len(got), len(want), got, want)
+	}
+}
+
+// TestBoundedChild is the child process of TestBoundedSIGKILLThenRerun:
+// one bounded instance, killed with SIGKILL once it committed BND_KILL_AT
+// records (0: never).
+func TestBoundedChild(t *testing.T) {
+	if os.Getenv("BND_CHILD") != "1" {
+		t.Skip("child process of TestBoundedSIGKILLThenRerun")
+	}
+	killAt, _ := strconv.ParseInt(os.Getenv("BND_KILL_AT"), 10, 64)
+	app, err := processor.New(boundedTopology(os.Getenv("BND_IN"), os.Getenv("BND_OUT")),
+		processor.ApplicationID(os.Getenv("BND_APP")), processor.Brokers(os.Getenv("BND_BROKERS")),
+		processor.StateDir(os.Getenv("BND_STATE")), processor.Bounded())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if killAt > 0 {
+		go func() {
+			for app.Stats().Processed.Load() < killAt {
+				time.Sleep(time.Millisecond)
+			}
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := app.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := app.Bounded(); !s.Finished {
+		t.Fatalf("not finished: %+v", s)
+	}
+}
+
+// TestBoundedSIGKILLThenRerun: a bounded run killed mid-way and run again
+// (same application id and state directory) ends with exactly the results
+// of an uninterrupted run: each window once, with its full count. Negative
+// control: the killed run alone had not written them all (the kill was
+// mid-run).
+func TestBoundedSIGKILLThenRerun(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "bndk-in"), uniq(t, "bndk-out")
+	cl := setup(t, addrs, 2, in, out)
+	want := produceBounded(t, cl, 3000, 0)
+	env := append(os.Environ(), "BND_CHILD=1", "BND_IN="+in, "BND_OUT="+out, "BND_APP="+uniq(t, "bndk"),
+		"BND_BROKERS="+strings.Join(addrs, ","), "BND_STATE="+t.TempDir())
+	run := func(killAt int) error {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestBoundedChild$", "-test.v")
+		cmd.Env = append(slices.Clone(env), fmt.Sprintf("BND_KILL_AT=%d", killAt))
+		var buf bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Logf("child: %v\n%s", err, tail(buf.String(), 3000))
+			}
+			return err
+		case <-time.After(120 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("child did not end within 120s:\n%s", tail(buf.String(), 3000))
+		}
+		return nil
+	}
+	err := run(500)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("first run: %v, want killed by SIGKILL", err)
+	}
+	if got, n := readFinal(t, addrs, out); maps.Equal(got, want) && n == len(want) {
+		t.Fatal("negative control: the killed run had already written every window; the kill was not mid-run")
+	}
+	if err := run(0); err != nil {
+		t.Fatalf("rerun: %v", err)
+	}
+	got, n := readFinal(t, addrs, out)
+	if !maps.Equal(got, want) || n != len(want) {
+		t.Fatalf("after kill and rerun: %d records, %d keys, want each of %d windows once", n, len(got), len(want))
 	}
 }
