@@ -340,3 +340,59 @@ func TestBoundedSIGKILLThenRerun(t *testing.T) {
 		t.Fatalf("after kill and rerun: %d records, %d keys, want each of %d windows once", n, len(got), len(want))
 	}
 }
+
+// TestBoundedTransactionalInput: an input written in transactions ends in
+// markers (and here an aborted transaction), not in a record the consumer
+// returns; the run still finds its end (the probe) and counts only the
+// committed records. Negative control: the aborted records would change
+// the counts if they were read.
+func TestBoundedTransactionalInput(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "bndt-in"), uniq(t, "bndt-out")
+	setup(t, addrs, 2, in, out)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(in), kgo.TransactionalID(uniq(t, "bndt-txn")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	counts := map[string]int{}
+	withAborted := map[string]int{}
+	for txn, commit := range []bool{true, true, false} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 40 {
+			ts := int64(txn*40+i) * 97
+			user := fmt.Sprintf("u%d", i%3)
+			k := fmt.Sprintf("%s@%d", user, ts/1000*1000)
+			if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(user), Timestamp: time.UnixMilli(ts)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			withAborted[k]++
+			if commit {
+				counts[k]++
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, all := map[string]string{}, map[string]string{}
+	for k, c := range counts {
+		want[k] = fmt.Sprint(c)
+	}
+	for k, c := range withAborted {
+		all[k] = fmt.Sprint(c)
+	}
+	if maps.Equal(want, all) {
+		t.Fatal("negative control: the aborted records change no count")
+	}
+	if _, err := runBounded(t, addrs, boundedTopology(in, out), uniq(t, "bndt"), t.TempDir(), processor.Bounded()); err != nil {
+		t.Fatal(err)
+	}
+	got, n := readFinal(t, addrs, out)
+	if !maps.Equal(got, want) || n != len(want) {
+		t.Fatalf("transactional input: %d records %v\nwant %v", n, got, want)
+	}
+}
