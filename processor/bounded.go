@@ -261,8 +261,11 @@ func (m *member) stepBounded(ctx context.Context, polled map[string]map[int32]bo
 			all = false
 		}
 	}
-	joined := m.a.status.isJoined()
-	return all && joined && len(m.own.closing) == 0, nil
+	// In the group, its last partition event an assignment (not a
+	// revocation waiting for the next one): the tasks it holds are what
+	// the group gives it, possibly none.
+	settled := m.a.status.isJoined() && m.assignedLast
+	return all && settled && len(m.own.closing) == 0, nil
 }
 
 // probeEnded reports whether partition t/p has no data record in

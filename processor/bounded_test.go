@@ -210,9 +210,8 @@ func TestBoundedEmptyInput(t *testing.T) {
 
 // TestBoundedTwoInstances: two instances of one bounded application share
 // the tasks; both return by themselves, and together they wrote every
-// window once. Negative control: the checker rejects the output of the
-// first instance alone... when it held only part of the keys, so the run
-// is checked on both.
+// window once (the same checker as the single instance's, whose negative
+// control is the streaming run there).
 func TestBoundedTwoInstances(t *testing.T) {
 	addrs := testBrokers(t)
 	in, out := uniq(t, "bnd2-in"), uniq(t, "bnd2-out")
