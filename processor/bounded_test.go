@@ -3,6 +3,7 @@ package processor_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -393,5 +395,122 @@ func TestBoundedTransactionalInput(t *testing.T) {
 	got, n := readFinal(t, addrs, out)
 	if !maps.Equal(got, want) || n != len(want) {
 		t.Fatalf("transactional input: %d records %v\nwant %v", n, got, want)
+	}
+}
+
+// TestBoundedEnrichEqualsStreaming: enrich (a global table join and a
+// windowed stream–stream left join behind a repartition) run bounded over
+// orders, payments and customers gives every order exactly as a streaming
+// run gives it once far-future records closed every join window (the
+// enrich oracle's flush, examples/enrich_test.go). Negative control: the
+// streaming run without those records has not emitted every order.
+func TestBoundedEnrichEqualsStreaming(t *testing.T) {
+	addrs := testBrokers(t)
+	ctx := context.Background()
+	p := uniq(t, "bnden") + "-"
+	topics := []string{p + "orders", p + "customers", p + "payments", p + "enriched", p + "revenue", p + "dlq"}
+	setup(t, addrs, 3, topics...)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(topic, key string, v any, ts int64) {
+		b, _ := json.Marshal(v)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: b, Timestamp: time.UnixMilli(ts)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c := range 6 {
+		produce(p+"customers", fmt.Sprintf("c%d", c), examples.Customer{Name: fmt.Sprintf("name-%d", c), Tier: []string{"gold", "silver"}[c%2]}, 1000)
+	}
+	const minute = 60_000
+	now, orders := int64(1_000_000), 0
+	for i := range 300 {
+		now += int64(i%7) * 3000
+		id := fmt.Sprintf("o%d", i)
+		produce(p+"orders", id, examples.Order{OrderID: id, CustomerID: fmt.Sprintf("c%d", i%8), AmountCents: int64(100 + i), TS: now}, now)
+		orders++
+		if i%3 != 0 {
+			// Paid within the join window (payments in time order
+			// per order, late by under a minute and a half).
+			produce(p+"payments", id, examples.Payment{OrderID: id, AmountCents: int64(100 + i), TS: now + int64(i%90)*1000}, now+int64(i%90)*1000)
+		}
+	}
+	enriched := func(topic string) map[string]string {
+		rs, err := readback.ReadCommitted(ctx, addrs, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, r := range rs {
+			if strings.HasPrefix(string(r.Key), "end") {
+				continue
+			}
+			if _, dup := m[string(r.Key)]; dup {
+				t.Errorf("%s: order %s emitted twice", topic, r.Key)
+			}
+			m[string(r.Key)] = string(r.Value)
+		}
+		return m
+	}
+	tp := func(enrichedTopic string) *topology.Topology {
+		return examples.Enrich(p+"orders", p+"customers", p+"payments", enrichedTopic, p+"revenue", p+"dlq")
+	}
+	if _, err := runBounded(t, addrs, tp(p+"enriched"), p+"app-b", t.TempDir(), processor.Bounded(),
+		processor.DeadLetterTopic(p+"dlq")); err != nil {
+		t.Fatal(err)
+	}
+	bounded := enriched(p + "enriched")
+	if len(bounded) != orders {
+		t.Fatalf("bounded: %d orders of %d", len(bounded), orders)
+	}
+
+	// Streaming: first without the closing records (negative control),
+	// then with them, until every order is out.
+	setup(t, addrs, 3, p+"enriched-s")
+	sapp, err := processor.New(tp(p+"enriched-s"), processor.ApplicationID(p+"app-s"), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.DeadLetterTopic(p+"dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- sapp.Run(sctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && sapp.Stats().Processed.Load() < int64(orders) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if n := len(enriched(p + "enriched-s")); n == orders {
+		t.Fatal("negative control: streaming emitted every order without the closing records")
+	}
+	// Closing records on every partition (keys end0..end19 cover the
+	// three), as the oracle's single-partition driver needs one.
+	end := now + 60*minute
+	for i := range 20 {
+		k := fmt.Sprintf("end%d", i)
+		produce(p+"orders", k, examples.Order{OrderID: k, CustomerID: "nobody", TS: end}, end)
+		produce(p+"payments", k, examples.Payment{OrderID: k, TS: end}, end)
+	}
+	var streamed map[string]string
+	for wait := time.Now().Add(60 * time.Second); time.Now().Before(wait) && sctx.Err() == nil; {
+		if streamed = enriched(p + "enriched-s"); len(streamed) >= orders {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(bounded, streamed) {
+		for k, v := range bounded {
+			if streamed[k] != v {
+				t.Errorf("order %s: bounded %s, streaming %s", k, v, streamed[k])
+			}
+		}
+		t.Fatalf("bounded (%d orders) differs from streaming (%d)", len(bounded), len(streamed))
 	}
 }
