@@ -121,3 +121,23 @@ func TestRunBoundedPageviews(t *testing.T) {
 	}
 	t.Logf("streaming closed %d of %d minutes", len(got), len(want))
 }
+
+// TestRunUntilRefusesABadTime: --until takes RFC 3339 only, and says so
+// before anything starts. Control: a valid time passes the parse (and then
+// fails on the broker that is not there, not on the flag).
+func TestRunUntilRefusesABadTime(t *testing.T) {
+	for _, bad := range []string{"yesterday", "2026-12-01", "2026-12-01 10:00:00", "1700000000000"} {
+		_, err := runSluice(testCtx(t), "run", "pageviews", "--until", bad, "--brokers", "127.0.0.1:1", "--state-dir", t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "RFC 3339") {
+			t.Errorf("--until %q: %v, want an error naming RFC 3339", bad, err)
+		}
+	}
+	var b boundedFlags
+	b.until = "2026-12-01T10:00:00Z"
+	if opts, err := b.opts(); err != nil || len(opts) != 1 {
+		t.Fatalf("valid --until: %v, %d options", err, len(opts))
+	}
+	if opts, err := (&boundedFlags{}).opts(); err != nil || len(opts) != 0 {
+		t.Fatalf("no flags: %v, %d options, want none", err, len(opts))
+	}
+}
