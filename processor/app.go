@@ -35,6 +35,7 @@ type App struct {
 	internalPartitions map[string]int32
 	globals            map[string]store.Engine
 	changelogs         map[string]bool
+	bnd                bounds // a bounded run's ends (bounded.go)
 	txnID              string
 	dir                string
 	threads            int // num.stream.threads, resolved
@@ -97,6 +98,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	a.bnd.began = time.Now()
+	if err := a.takeBounds(ctx); err != nil {
+		return err
+	}
+	defer a.summarizeBounded()
 	a.queries.setWidths(a.partitions)
 	a.scanLocalState()
 	if a.cfg.instanceID != "" {

@@ -33,6 +33,9 @@ func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 			m.syncStandbys()
 			continue
 		}
+		// Bounded runs: between a revocation and the next assignment
+		// the member holds no task but is not done (bounded.go).
+		m.assignedLast = e.assigned
 		if e.assigned {
 			m.a.stats.Rebalances.Add(1)
 			m.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(m.wantStandby))

@@ -101,6 +101,8 @@ func (m *member) loop(ctx context.Context) error {
 			}
 			batches[id] = append(batches[id], fp.Records)
 		})
+		// Bounded runs: records past the ends are cut (bounded.go).
+		m.trimBounded(batches)
 		if perr == nil {
 			start := time.Now()
 			var n int
@@ -127,6 +129,20 @@ func (m *member) loop(ctx context.Context) error {
 			if err := t.Tick(now); err != nil {
 				m.end(false, AbortProcessing)
 				return fatalError{err}
+			}
+		}
+		if m.a.cfg.bounded && !mustAbort {
+			// Bounded runs: end the tasks whose inputs ended; once
+			// every task has, commit and stop (bounded.go).
+			done, err := m.stepBounded(ctx, polledParts(fs))
+			if err != nil {
+				m.end(false, AbortProcessing)
+				return fatalError{err}
+			}
+			if done {
+				committed, err := m.end(true, AbortShutdown)
+				m.a.bnd.summary.Finished = committed && err == nil
+				return err
 			}
 		}
 		if mustAbort || len(m.own.closing) > 0 || time.Since(m.txnStart) >= interval {

@@ -45,6 +45,8 @@ type config struct {
 	standby          standbyConfig // num.standby.replicas and warm-up, see standby.go
 	threads          int           // num.stream.threads; 0: GOMAXPROCS
 	foldUpdates      bool          // fold.updates
+	bounded          bool          // Bounded, BoundedUntil (bounded.go)
+	until            time.Time
 }
 
 func defaultConfig() config {

@@ -73,6 +73,9 @@ type member struct {
 	stopped bool        // no more probes: the session ends
 
 	extRT *externals // external sinks' runtime, made on first use (external.go)
+
+	bounds       *memberBounds // a bounded run's progress, made on first use (bounded.go)
+	assignedLast bool          // the last partition event was an assignment
 }
 
 func (a *App) runSession(ctx context.Context) (err error) {

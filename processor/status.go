@@ -107,6 +107,12 @@ func (s *status) removeIf(id task.ID, st TaskState) {
 	s.mu.Unlock()
 }
 
+func (s *status) isJoined() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joined
+}
+
 func (s *status) setJoined(j bool) {
 	s.mu.Lock()
 	s.joined = j

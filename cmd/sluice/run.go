@@ -48,6 +48,7 @@ func newRunCmd() *cobra.Command {
 	var (
 		createMissing bool
 		partitions    int32
+		bounded       boundedFlags // --bounded, --until (bounded.go)
 	)
 	cmd := &cobra.Command{
 		Use:   "run <example>",
@@ -73,6 +74,11 @@ dead letters) are always the instance's to create.`,
 			log := cfg.logger(os.Stderr)
 			params := exampleParams(cmd, e)
 			opts := append(cfg.opts(), processor.Logger(log))
+			bopts, err := bounded.opts()
+			if err != nil {
+				return err
+			}
+			opts = append(opts, bopts...)
 			if e.Options != nil {
 				opts = append(opts, e.Options(params)...)
 			}
@@ -114,9 +120,14 @@ dead letters) are always the instance's to create.`,
 				log.Info("http listening", "addr", ln.Addr().String(), "application.server", app.Endpoint())
 			}
 			log.Info("starting", "example", e.Name, "application.id", cfg.AppID, "guarantee", cfg.Guarantee.String())
-			return app.Run(ctx)
+			if err := app.Run(ctx); err != nil {
+				return err
+			}
+			bounded.report(cmd.OutOrStdout(), app)
+			return nil
 		},
 	}
+	bounded.add(cmd)
 	cmd.Flags().BoolVar(&createMissing, "create-topics", false, "create the example's missing input and output topics before starting")
 	cmd.Flags().Int32Var(&partitions, "partitions", 4, "with --create-topics: partitions of each topic created")
 	addAppFlags(cmd)

@@ -290,7 +290,9 @@ func (t *Task) announce() {
 	}
 	v = append(v, flags)
 	writer := []byte(strconv.Itoa(int(t.id.Partition)))
-	ts := time.UnixMilli(max(0, min(now.wm, MaxTimestamp)))
+	// At most what a time.Time carries in nanoseconds (kgo's encoding):
+	// the end of time (bounded runs) is past it.
+	ts := time.UnixMilli(max(0, min(now.wm, MaxTimestamp, maxRecordMillis)))
 	for _, s := range c.sinks {
 		for p := range s.partitions {
 			t.send(&kgo.Record{
