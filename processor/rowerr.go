@@ -23,8 +23,9 @@ import (
 // transaction (two-phase) or restarts the writer from the stored offset
 // (offsets mode), after a backoff, and is retried whole.
 
-// Backoff bounds after a sink's failure.
-const (
+// Backoff bounds after a sink's failure (vars: the negative control of
+// the abort-rate test turns the backoff off).
+var (
 	sinkBackoffMin = 100 * time.Millisecond
 	sinkBackoffMax = 5 * time.Second
 )

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,4 +324,115 @@ func partitionOf(t *testing.T, r *rowErrRun, i int) int32 {
 	}
 	t.Fatalf("input %d not found", i)
 	return 0
+}
+
+// downParticipant is sinkfile's participant that fails every call while
+// down, as a database that cannot be reached (not a refused record).
+type downParticipant struct {
+	*sinkfile.Participant[string, []byte]
+	down *atomic.Bool
+}
+
+var errDown = errors.New("store unreachable")
+
+func (d downParticipant) Prepare(ctx context.Context, xid string, recs []sink.Record[string, []byte]) error {
+	if d.down.Load() {
+		return errDown
+	}
+	return d.Participant.Prepare(ctx, xid, recs)
+}
+
+func (d downParticipant) Prepared(ctx context.Context, prefix string) ([]string, error) {
+	if d.down.Load() {
+		return nil, errDown
+	}
+	return d.Participant.Prepared(ctx, prefix)
+}
+
+// TestSinkOutageBacksOff: a store unreachable for 3s while input keeps
+// coming costs a bounded number of aborted transactions (the loop backs
+// off 100ms doubling to 5s), and afterwards every record is stored exactly
+// once. The negative control turns the backoff off: an abort per commit
+// interval (30ms), far past the bound.
+func TestSinkOutageBacksOff(t *testing.T) {
+	const bound = 10 // 3s of 100ms, 200ms, 400ms, 800ms, 1.6s: about 5
+	t.Run("backoff", func(t *testing.T) {
+		if n := runOutage(t); n > bound {
+			t.Fatalf("%d transactions aborted by the outage, want at most %d", n, bound)
+		}
+	})
+	t.Run("negative-control", func(t *testing.T) {
+		defer processor.SetSinkBackoff(0, 0)()
+		if n := runOutage(t); n <= bound {
+			t.Fatalf("negative control: without backoff only %d transactions aborted", n)
+		}
+	})
+}
+
+// runOutage returns the transactions aborted by the sink during the outage.
+func runOutage(t *testing.T) int64 {
+	addrs := testBrokers(t)
+	app, in := uniq(t, "outage"), uniq(t, "outage-in")
+	cl := setup(t, addrs, 3, in)
+	p, err := sinkfile.NewParticipant(t.TempDir(), serde.String, serde.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &atomic.Bool{}
+	tp := topology.New()
+	topology.ToParticipant(topology.From(tp, in, serde.String, serde.Bytes), sinkName, sink.Participant[string, []byte](downParticipant{p, down}))
+	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
+		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	const n = 400
+	keys := testkeys.All()
+	var during int64
+	for i := range n {
+		if i == 100 {
+			down.Store(true)
+			during = a.Stats().AbortsByCause()["sink"]
+		}
+		if i == 300 {
+			during = a.Stats().AbortsByCause()["sink"] - during
+			down.Store(false)
+		}
+		cl.Produce(ctx, &kgo.Record{Key: []byte(keys[i%len(keys)]), Value: []byte(strconv.Itoa(i) + "|")}, nil)
+		time.Sleep(15 * time.Millisecond) // 200 records: 3s of outage
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		recs, err := p.Committed()
+		if err == nil && distinct(recs) >= n {
+			var ids []string
+			for _, r := range recs {
+				ids = append(ids, idOf(r.Value))
+			}
+			if err := checkExactlyOnce(ids, n); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("instance stopped: %v", err)
+		case <-ctx.Done():
+			t.Fatal("timed out")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d transactions aborted by the sink during a 3s outage", during)
+	return during
 }
