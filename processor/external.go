@@ -136,6 +136,11 @@ type tpcState struct {
 	nextTry    time.Time
 
 	committed, rolledBack int // by recover, for its log line
+
+	// orphans are ids of Kafka transactions known to have aborted whose
+	// RollbackPrepared failed (the store was away): rolled back at each
+	// commit until it succeeds (rowerr.go).
+	orphans []string
 }
 
 func (m *member) ext() *externals {
@@ -225,9 +230,12 @@ func (x *externals) close(id task.ID) {
 	delete(x.writers, id)
 	for _, s := range x.tpc[id] {
 		s.pend.Drop()
-		if s.unresolved != "" {
+		if s.unresolved != "" || len(s.orphans) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.resolve(ctx, x.m)
+			if s.unresolved != "" {
+				s.resolve(ctx, x.m)
+			}
+			s.rollBackOrphans(ctx)
 			cancel()
 		}
 	}
@@ -247,6 +255,7 @@ func (x *externals) stage(ctx context.Context) error {
 			if s.unresolved != "" && !time.Now().Before(s.nextTry) {
 				s.resolve(ctx, x.m)
 			}
+			s.rollBackOrphans(ctx)
 			batch, n := s.pend.Take()
 			if n == 0 {
 				continue
@@ -320,7 +329,11 @@ func (x *externals) ended(ctx context.Context, committed, unknown bool) {
 				log.Warn("sink transaction left prepared: the Kafka commit's outcome is unknown; recovery resolves it", "task", s.id.String(), "sink", s.spec.Name, "xid", s.xid)
 			case s.tried:
 				if err := s.spec.RollbackPrepared(ctx, s.xid); err != nil && !errors.Is(err, sink.ErrNotPrepared) {
-					log.Warn("sink rollback failed; the task's next recovery rolls it back", "task", s.id.String(), "sink", s.spec.Name, "xid", s.xid, "err", err)
+					// Kept, and rolled back at the next commits
+					// (and when the task closes), so that a
+					// clean stop leaves nothing prepared.
+					s.orphans = append(s.orphans, s.xid)
+					log.Warn("sink rollback failed; retried at the next commits", "task", s.id.String(), "sink", s.spec.Name, "xid", s.xid, "err", err)
 				}
 			}
 			s.xid, s.batch, s.tried, s.ok = "", nil, false, false

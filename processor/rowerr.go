@@ -174,3 +174,17 @@ func (w *writerRun) write(ctx context.Context, cl *kgo.Client, topic string, rec
 	}
 	return fmt.Errorf("processor: sink %s: write: the store refused record after record", spec.Name)
 }
+
+// rollBackOrphans rolls back the ids of aborted Kafka transactions whose
+// rollback failed; what fails again stays for the next try (and, if the
+// instance dies first, for the task's next recovery).
+func (s *tpcState) rollBackOrphans(ctx context.Context) {
+	kept := s.orphans[:0]
+	for _, xid := range s.orphans {
+		if err := s.spec.RollbackPrepared(ctx, xid); err != nil && !errors.Is(err, sink.ErrNotPrepared) {
+			kept = append(kept, xid)
+		}
+	}
+	clear(s.orphans[len(kept):])
+	s.orphans = kept
+}
