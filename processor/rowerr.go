@@ -188,3 +188,35 @@ func (s *tpcState) rollBackOrphans(ctx context.Context) {
 	clear(s.orphans[len(kept):])
 	s.orphans = kept
 }
+
+// pingSinks pings every external sink that can be pinged (sink.Pinger),
+// before the instance joins the group: an unreachable store at start is
+// one clear error (the adapters name the URL without its password), not a
+// run of aborted transactions. Bounded by the transaction timeout.
+func (a *App) pingSinks(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.txnTimeout)
+	defer cancel()
+	var errs []error
+	for _, sub := range a.plan.Subs {
+		for _, n := range sub.Nodes {
+			var name string
+			var ping func(context.Context) error
+			switch {
+			case n.TwoPhase != nil:
+				name, ping = n.TwoPhase.Name, n.TwoPhase.Ping
+			case n.Offsets != nil:
+				name, ping = n.Offsets.Name, n.Offsets.Ping
+			}
+			if ping == nil {
+				continue
+			}
+			if err := ping(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("processor: sink %s is unreachable: %w", name, err))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fatalError{errors.Join(errs...)}
+	}
+	return nil
+}

@@ -436,3 +436,45 @@ func runOutage(t *testing.T) int64 {
 	t.Logf("%d transactions aborted by the sink during a 3s outage", during)
 	return during
 }
+
+// pingParticipant is sinkfile's participant whose store is unreachable at
+// start, and says so through sink.Pinger.
+type pingParticipant struct{ *sinkfile.Participant[string, []byte] }
+
+func (pingParticipant) Ping(context.Context) error {
+	return errors.New("connect to postgres://app@db.invalid:5432/bills: refused")
+}
+
+// TestSinkUnreachableAtStart: Run stops at once with the sink's Ping error,
+// naming the sink; the negative control (the same store without Ping)
+// runs.
+func TestSinkUnreachableAtStart(t *testing.T) {
+	addrs := testBrokers(t)
+	for _, ping := range []bool{true, false} {
+		in := uniq(t, "ping-in")
+		setup(t, addrs, 1, in)
+		p, err := sinkfile.NewParticipant(t.TempDir(), serde.String, serde.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var part sink.Participant[string, []byte] = p
+		if ping {
+			part = pingParticipant{p}
+		}
+		tp := topology.New()
+		topology.ToParticipant(topology.From(tp, in, serde.String, serde.Bytes), sinkName, part)
+		a, err := processor.New(tp, processor.ApplicationID(uniq(t, "ping")), processor.Brokers(addrs...), processor.StateDir(t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = a.Run(ctx)
+		cancel()
+		switch {
+		case ping && (err == nil || !strings.Contains(err.Error(), "sink out-db is unreachable") || !strings.Contains(err.Error(), "postgres://app@db.invalid")):
+			t.Fatalf("Run with an unreachable sink: %v", err)
+		case !ping && err != nil:
+			t.Fatalf("negative control: Run without Ping: %v", err)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package sink
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Rejected is implemented by the error a store returns when it refused one
 // record of a batch for the record's data (a constraint, a type, a value
@@ -35,3 +38,13 @@ func (e *RejectedError) Error() string {
 func (e *RejectedError) Rejected() (int, string) { return e.Index, e.Message }
 
 func (e *RejectedError) Unwrap() error { return e.Err }
+
+// Pinger is implemented by a Participant or Idempotent store that can tell
+// whether it is reachable. processor's Run pings every external sink
+// before it joins the group and stops with the error if one fails, so an
+// unreachable store at start is one clear error rather than a stream of
+// aborted transactions; the error should name the store without secrets
+// (a database URL without its password).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

@@ -25,6 +25,8 @@ type TwoPhase struct {
 	// place) after the participant refused it (sink.Rejected), and
 	// returns the input record it derives from, for the dead letter.
 	Reject func(batch any, i int) (in Input, ok bool)
+	// Ping is the participant's sink.Pinger, or nil.
+	Ping func(ctx context.Context) error
 }
 
 // Input is an input record as the task read it: what a dead letter holds
@@ -86,4 +88,6 @@ type OffsetsSink struct {
 	Offsets func(ctx context.Context, topic string) (map[int32]int64, error)
 	// Write decodes recs and writes them with next (the store's Write).
 	Write func(ctx context.Context, topic string, recs []RawRecord, next map[int32]int64) error
+	// Ping is the store's sink.Pinger, or nil.
+	Ping func(ctx context.Context) error
 }

@@ -88,7 +88,12 @@ func (b *TwoPhaseBuffer[K, V]) Drop() {
 
 // TwoPhaseSpec erases p for the runtime.
 func TwoPhaseSpec[K, V any](name, store string, p sink.Participant[K, V]) *exec.TwoPhase {
+	var ping func(context.Context) error
+	if pi, ok := p.(sink.Pinger); ok {
+		ping = pi.Ping
+	}
 	return &exec.TwoPhase{
+		Ping: ping,
 		Name: name, Store: store,
 		Prepare: func(ctx context.Context, xid string, batch any) error {
 			var recs []sink.Record[K, V]
@@ -116,7 +121,12 @@ func TwoPhaseSpec[K, V any](name, store string, p sink.Participant[K, V]) *exec.
 // OffsetsSpec erases st for the runtime: the writer's records are decoded
 // with ks and vs, the sink's topic serdes.
 func OffsetsSpec[K, V any](name string, st sink.Idempotent[K, V], ks serde.Serde[K], vs serde.Serde[V]) *exec.OffsetsSink {
+	var ping func(context.Context) error
+	if pi, ok := st.(sink.Pinger); ok {
+		ping = pi.Ping
+	}
 	return &exec.OffsetsSink{
+		Ping: ping,
 		Name: name,
 		Offsets: func(ctx context.Context, topic string) (map[int32]int64, error) {
 			return st.Offsets(ctx, name, topic)
