@@ -439,7 +439,9 @@ func runOutage(t *testing.T) int64 {
 
 // pingParticipant is sinkfile's participant whose store is unreachable at
 // start, and says so through sink.Pinger.
-type pingParticipant struct{ *sinkfile.Participant[string, []byte] }
+type pingParticipant struct {
+	*sinkfile.Participant[string, []byte]
+}
 
 func (pingParticipant) Ping(context.Context) error {
 	return errors.New("connect to postgres://app@db.invalid:5432/bills: refused")
