@@ -95,16 +95,8 @@ func runRowErr(t *testing.T, n int, offsets bool, policy topology.Action) *rowEr
 		r.stored = p.Committed
 		r.prepared = p.PreparedCount
 	}
-	app, err := processor.New(tp, processor.ApplicationID(r.app), processor.Brokers(r.addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
-		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	_, ctx, cancel, done := startSinkApp(t, tp, r.app, r.addrs, slog.LevelWarn)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
 	want := n
 	for i := range n {
 		if isBad(i, n) {
@@ -381,16 +373,8 @@ func runOutage(t *testing.T) int64 {
 	down := &atomic.Bool{}
 	tp := topology.New()
 	topology.ToParticipant(topology.From(tp, in, serde.String, serde.Bytes), sinkName, sink.Participant[string, []byte](downParticipant{p, down}))
-	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
-		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	a, ctx, cancel, done := startSinkApp(t, tp, app, addrs, slog.LevelError)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
 	const n = 400
 	keys := testkeys.All()
 	var during int64
@@ -479,4 +463,19 @@ func TestSinkUnreachableAtStart(t *testing.T) {
 			t.Fatalf("negative control: Run without Ping: %v", err)
 		}
 	}
+}
+
+// startSinkApp runs tp as one instance, for at most 60s; done gets Run's
+// error.
+func startSinkApp(t *testing.T, tp *topology.Topology, app string, addrs []string, level slog.Level) (*processor.App, context.Context, context.CancelFunc, chan error) {
+	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
+		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	return a, ctx, cancel, done
 }
