@@ -95,6 +95,9 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	a.txnID = a.cfg.appID + "-" + inst
+	if err := a.pingSinks(ctx); err != nil {
+		return err
+	}
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}

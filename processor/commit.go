@@ -23,7 +23,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	tasks := m.allTasks()
 	ctx, cancel := context.WithTimeout(context.Background(), m.a.cfg.txnTimeout+10*time.Second)
 	defer cancel()
-	var stageErr error
+	var stageErr, sinkErr error
 	if commit {
 		// Invariant 7: two-phase sinks record their batches' ids in
 		// their stores before the flush sends them (external.go).
@@ -67,8 +67,10 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		// Invariant 7: prepared before the Kafka commit; a sink that
 		// cannot prepare aborts the transaction (its records replay).
 		if perr := m.ext().prepare(ctx); perr != nil {
-			m.a.log.Warn("aborting: a sink could not prepare", "err", perr)
 			commit, cause = false, AbortSink
+			sinkErr = m.ext().prepareFailed(perr)
+		} else {
+			m.ext().prepared()
 		}
 	}
 	committed, err := m.sess.End(ctx, commit)
@@ -110,6 +112,9 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		m.a.log.Debug("aborted", "cause", cause, "records", m.uncommitted, "err", err)
 	}
 	m.uncommitted = 0
+	if sinkErr != nil {
+		return false, sinkErr // a refused record under the policy Fail
+	}
 	if err != nil {
 		return committed, fmt.Errorf("processor: end transaction: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,11 +94,25 @@ type externals struct {
 	m       *member
 	tpc     map[task.ID][]*tpcState
 	writers map[task.ID][]*offsetsWriter
+
+	// backoff grows with each transaction aborted because a sink
+	// could not prepare (100ms doubling to 5s, reset by a prepare that
+	// succeeds): the loop pauses until pauseUntil after such an abort,
+	// so that an unreachable store costs an abort per backoff, not one
+	// per commit interval.
+	backoff    time.Duration
+	pauseUntil time.Time
+
+	// failed is the first error of a writer whose record the store
+	// refused under the policy Fail: the instance stops (rowerr.go).
+	failMu sync.Mutex
+	failed error
 }
 
 // tpcState is one two-phase sink in one task.
 type tpcState struct {
 	id     task.ID
+	node   *exec.Node
 	spec   *exec.TwoPhase
 	pend   exec.Pending
 	t      *task.Task
@@ -109,6 +124,7 @@ type tpcState struct {
 	// Prepare was called and whether it succeeded
 	xid       string
 	batch     any
+	size      int // of the batch when taken: bounds its prepares
 	tried, ok bool
 
 	// unresolved is the id of a transaction whose Kafka transaction
@@ -120,6 +136,11 @@ type tpcState struct {
 	nextTry    time.Time
 
 	committed, rolledBack int // by recover, for its log line
+
+	// orphans are ids of Kafka transactions known to have aborted whose
+	// RollbackPrepared failed (the store was away): rolled back at each
+	// commit until it succeeds (rowerr.go).
+	orphans []string
 }
 
 func (m *member) ext() *externals {
@@ -141,7 +162,7 @@ func (x *externals) open(ctx context.Context, t *task.Task) error {
 	for _, s := range t.TwoPhase() {
 		nonce := make([]byte, xidNonceLen)
 		rand.Read(nonce)
-		st := &tpcState{id: id, spec: s.Spec, pend: s.Pending, t: t,
+		st := &tpcState{id: id, node: s.Node, spec: s.Spec, pend: s.Pending, t: t,
 			prefix: xidPrefix(a.cfg.appID, s.Spec.Name, id), nonce: hex.EncodeToString(nonce)}
 		recorded, _, err := t.Engine(s.Spec.Store).Get(exec.XIDKey)
 		if err != nil {
@@ -168,7 +189,7 @@ func (x *externals) open(ctx context.Context, t *task.Task) error {
 	}
 	for _, n := range a.plan.Subs[id.Sub].Nodes {
 		if n.Offsets != nil {
-			x.writers[id] = append(x.writers[id], x.m.startWriter(n.Offsets, names.Internal(a.cfg.appID, n.Topics[0]), id))
+			x.writers[id] = append(x.writers[id], x.m.startWriter(n, names.Internal(a.cfg.appID, n.Topics[0]), t))
 		}
 	}
 	return nil
@@ -209,9 +230,12 @@ func (x *externals) close(id task.ID) {
 	delete(x.writers, id)
 	for _, s := range x.tpc[id] {
 		s.pend.Drop()
-		if s.unresolved != "" {
+		if s.unresolved != "" || len(s.orphans) > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			s.resolve(ctx, x.m)
+			if s.unresolved != "" {
+				s.resolve(ctx, x.m)
+			}
+			s.rollBackOrphans(ctx)
 			cancel()
 		}
 	}
@@ -223,18 +247,22 @@ func (x *externals) close(id task.ID) {
 // store so that the flush sends it to the changelog inside the
 // transaction. Unresolved commits whose backoff ran out are retried first.
 func (x *externals) stage(ctx context.Context) error {
+	if err := x.writerFailed(); err != nil {
+		return err
+	}
 	for _, states := range x.tpc {
 		for _, s := range states {
 			if s.unresolved != "" && !time.Now().Before(s.nextTry) {
 				s.resolve(ctx, x.m)
 			}
+			s.rollBackOrphans(ctx)
 			batch, n := s.pend.Take()
 			if n == 0 {
 				continue
 			}
 			s.seq++
 			s.xid = s.prefix + s.nonce + "-" + strconv.FormatUint(s.seq, 36)
-			s.batch, s.tried, s.ok = batch, false, false
+			s.batch, s.size, s.tried, s.ok = batch, n, false, false
 			if err := s.t.Store(s.spec.Store).Put(exec.XIDKey, []byte(s.xid)); err != nil {
 				return fmt.Errorf("processor: task %s: sink %s: record the transaction id: %w", s.id, s.spec.Name, err)
 			}
@@ -245,7 +273,10 @@ func (x *externals) stage(ctx context.Context) error {
 
 // prepare prepares every staged batch, the tasks in parallel. It fails if
 // any Prepare does, or if a task's previous external commit is still
-// unresolved: the Kafka transaction must then abort.
+// unresolved: the Kafka transaction must then abort. A record a
+// participant refuses goes to its sink's error policy and the batch is
+// prepared again without it (prepareBatch); under the policy Fail the
+// error is a fatalError, which stops the instance.
 func (x *externals) prepare(ctx context.Context) error {
 	var todo []*tpcState
 	var errs []error
@@ -268,8 +299,8 @@ func (x *externals) prepare(ctx context.Context) error {
 	parallel(len(todo), x.m.a.threads, func(i int) {
 		s := todo[i]
 		s.tried = true
-		if err := s.spec.Prepare(ctx, s.xid, s.batch); err != nil {
-			perrs[i] = fmt.Errorf("processor: task %s: sink %s: prepare %s: %w", s.id, s.spec.Name, s.xid, err)
+		if err := s.prepareBatch(ctx, x.m); err != nil {
+			perrs[i] = err
 			return
 		}
 		s.ok = true
@@ -298,7 +329,11 @@ func (x *externals) ended(ctx context.Context, committed, unknown bool) {
 				log.Warn("sink transaction left prepared: the Kafka commit's outcome is unknown; recovery resolves it", "task", s.id.String(), "sink", s.spec.Name, "xid", s.xid)
 			case s.tried:
 				if err := s.spec.RollbackPrepared(ctx, s.xid); err != nil && !errors.Is(err, sink.ErrNotPrepared) {
-					log.Warn("sink rollback failed; the task's next recovery rolls it back", "task", s.id.String(), "sink", s.spec.Name, "xid", s.xid, "err", err)
+					// Kept, and rolled back at the next commits
+					// (and when the task closes), so that a
+					// clean stop leaves nothing prepared.
+					s.orphans = append(s.orphans, s.xid)
+					log.Warn("sink rollback failed; retried at the next commits", "task", s.id.String(), "sink", s.spec.Name, "xid", s.xid, "err", err)
 				}
 			}
 			s.xid, s.batch, s.tried, s.ok = "", nil, false, false
@@ -342,7 +377,8 @@ const writerBatch = 5000
 // over) from the offset the store holds, and writes what it reads with the
 // next offset, until stopped; a failure restarts it from the store's
 // offset after a backoff.
-func (m *member) startWriter(spec *exec.OffsetsSink, topic string, id task.ID) *offsetsWriter {
+func (m *member) startWriter(n *exec.Node, topic string, t *task.Task) *offsetsWriter {
+	spec, id := n.Offsets, t.ID()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &offsetsWriter{cancel: cancel, done: make(chan struct{})}
 	log := m.a.log.With("sink", spec.Name, "task", id.String())
@@ -350,8 +386,16 @@ func (m *member) startWriter(spec *exec.OffsetsSink, topic string, id task.ID) *
 		defer close(w.done)
 		backoff := time.Duration(0)
 		for ctx.Err() == nil {
-			err := m.a.writeOffsets(ctx, spec, topic, id.Partition)
+			err := m.a.writeOffsets(ctx, &writerRun{n: n, t: t}, topic, id.Partition)
 			if ctx.Err() != nil {
+				return
+			}
+			var fe fatalError
+			if errors.As(err, &fe) {
+				// A refused record under the policy Fail: the
+				// instance stops (its next commit returns it).
+				m.ext().fail(fe)
+				log.Error("sink writer stopped: the store refused a record", "err", err)
 				return
 			}
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
@@ -366,7 +410,8 @@ func (m *member) startWriter(spec *exec.OffsetsSink, topic string, id task.ID) *
 }
 
 // writeOffsets is one run of a writer: until ctx ends or a failure.
-func (a *App) writeOffsets(ctx context.Context, spec *exec.OffsetsSink, topic string, p int32) error {
+func (a *App) writeOffsets(ctx context.Context, wr *writerRun, topic string, p int32) error {
+	spec := wr.n.Offsets
 	stored, err := spec.Offsets(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("offsets: %w", err)
@@ -406,8 +451,8 @@ func (a *App) writeOffsets(ctx context.Context, spec *exec.OffsetsSink, topic st
 			continue
 		}
 		end := recs[len(recs)-1].Offset + 1
-		if err := spec.Write(ctx, topic, recs, map[int32]int64{p: end}); err != nil {
-			return fmt.Errorf("write: %w", err)
+		if err := wr.write(ctx, cl, topic, recs, map[int32]int64{p: end}); err != nil {
+			return err
 		}
 		next, has = end, true
 	}

@@ -149,6 +149,7 @@ func (m *member) loop(ctx context.Context) error {
 			if _, err := m.end(!mustAbort, AbortRebalance); err != nil {
 				return err
 			}
+			m.ext().pause(ctx) // after a sink's abort: its backoff
 			if err := m.closeRevoked(ctx); err != nil {
 				return err
 			}

@@ -23,8 +23,12 @@ import (
 // transactions. The id is recorded in the store <name>-sink-xid (changelog
 // <application.id>-<name>-sink-xid-changelog). A delete (tombstone) in s
 // is a processing error. It needs processing.guarantee=exactly_once
-// (processor.New refuses the others).
-func ToParticipant[K, V any](s Stream[K, V], name string, p sink.Participant[K, V]) {
+// (processor.New refuses the others). A record p refuses (sink.Rejected)
+// is a production error handled by SinkOnError's handler, else the
+// application's: its input record dead-lettered inside the transaction,
+// skipped, or the instance stopped; the rest of the batch is prepared
+// again without it.
+func ToParticipant[K, V any](s Stream[K, V], name string, p sink.Participant[K, V], opts ...SinkOption) {
 	if !externalName(s.t, name) {
 		return
 	}
@@ -34,13 +38,17 @@ func ToParticipant[K, V any](s Stream[K, V], name string, p sink.Participant[K, 
 	}
 	st := names.SinkXIDStore(name)
 	s.t.addStore(&exec.Store{Name: st})
-	s.t.add(&exec.Node{
+	n := &exec.Node{
 		Name:     s.t.name(name+names.SinkSuffix, "SINK"),
 		Kind:     exec.KindProcessor,
 		New:      ops.NewTwoPhaseBuffer[K, V],
 		Stores:   []string{st},
 		TwoPhase: ops.TwoPhaseSpec(name, st, p),
-	}, s.n)
+	}
+	for _, o := range opts {
+		o.applySink(n)
+	}
+	s.t.add(n, s.n)
 }
 
 // ToIdempotent writes s to store after the Kafka transaction that produced
@@ -52,7 +60,11 @@ func ToParticipant[K, V any](s Stream[K, V], name string, p sink.Participant[K, 
 // offset, in batches. Rows become visible after the commit plus the
 // writer's lag; store needs no prepared transactions, only one ordinary
 // transaction per Write. A delete (tombstone) in s is a production error.
-func ToIdempotent[K, V any](s Stream[K, V], name string, store sink.Idempotent[K, V], ks serde.Serde[K], vs serde.Serde[V]) {
+// A record store refuses (sink.Rejected) is a production error handled by
+// SinkOnError's handler, else the application's: dead-lettered (the sink
+// topic's record; at least once, before the rest is written), skipped, or
+// the instance stopped with the store's offset before it.
+func ToIdempotent[K, V any](s Stream[K, V], name string, store sink.Idempotent[K, V], ks serde.Serde[K], vs serde.Serde[V], opts ...SinkOption) {
 	if !externalName(s.t, name) {
 		return
 	}
@@ -64,7 +76,7 @@ func ToIdempotent[K, V any](s Stream[K, V], name string, store sink.Idempotent[K
 		s.t.errorf(ErrMissingSerde, "sink %q needs a key and a value serde", name)
 		return
 	}
-	s.t.add(&exec.Node{
+	n := &exec.Node{
 		Name:          s.t.name(name+names.SinkSuffix, "SINK"),
 		Kind:          exec.KindSink,
 		Topics:        []string{names.Sink(name)},
@@ -72,7 +84,11 @@ func ToIdempotent[K, V any](s Stream[K, V], name string, store sink.Idempotent[K
 		TaskPartition: true,
 		Encode:        ops.OffsetsEncoder(ks, vs),
 		Offsets:       ops.OffsetsSpec(name, store, ks, vs),
-	}, s.n)
+	}
+	for _, o := range opts {
+		o.applySink(n)
+	}
+	s.t.add(n, s.n)
 }
 
 // externalName checks an external sink's name as a store's is checked.

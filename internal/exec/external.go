@@ -21,6 +21,30 @@ type TwoPhase struct {
 	CommitPrepared   func(ctx context.Context, xid string) error
 	RollbackPrepared func(ctx context.Context, xid string) error
 	Prepared         func(ctx context.Context, prefix string) ([]string, error)
+	// Reject removes record i from a batch (Pending.Take's, changed in
+	// place) after the participant refused it (sink.Rejected), and
+	// returns the input record it derives from, for the dead letter.
+	Reject func(batch any, i int) (in Input, ok bool)
+	// Ping is the participant's sink.Pinger, or nil.
+	Ping func(ctx context.Context) error
+}
+
+// Input is an input record as the task read it: what a dead letter holds
+// when a record derived from it is refused by an external store after the
+// task processed it (a two-phase sink's Prepare).
+type Input struct {
+	Key, Value []byte
+	Headers    []Header
+	Timestamp  int64
+	Topic      string
+	Partition  int32
+	Offset     int64
+}
+
+// InputReader is implemented by the task's Context: the input record the
+// current call chain started from; ok is false in a punctuation.
+type InputReader interface {
+	Input() (in Input, ok bool)
 }
 
 // XIDKey is the key under which a two-phase sink's store holds the task's
@@ -64,4 +88,6 @@ type OffsetsSink struct {
 	Offsets func(ctx context.Context, topic string) (map[int32]int64, error)
 	// Write decodes recs and writes them with next (the store's Write).
 	Write func(ctx context.Context, topic string, recs []RawRecord, next map[int32]int64) error
+	// Ping is the store's sink.Pinger, or nil.
+	Ping func(ctx context.Context) error
 }

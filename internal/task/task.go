@@ -194,6 +194,7 @@ type recordMeta struct {
 	partition int32
 	offset    int64
 	ok        bool
+	rec       *kgo.Record // the input itself (external.go: a sink's dead letter)
 }
 
 type punctuator struct {
@@ -494,7 +495,7 @@ func (t *Task) Process(r *kgo.Record) error {
 		}
 		t.lastTopic, t.lastSrc, t.lastInput = r.Topic, src, t.clock.base[r.Topic]
 	}
-	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true}
+	t.cur = recordMeta{topic: r.Topic, partition: r.Partition, offset: r.Offset, ok: true, rec: r}
 	defer func() { t.cur = recordMeta{} }()
 	t.processed++
 	if names := src.changelogOf; len(names) > 0 {

@@ -3,6 +3,8 @@ package sluicedb
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sluice-streams/sluice/sink"
 )
 
 // ErrConnection is wrapped by an adapter's error when the connection to the
@@ -34,3 +36,9 @@ func (e *RowError) Error() string {
 }
 
 func (e *RowError) Unwrap() error { return e.Err }
+
+var _ sink.Rejected = (*RowError)(nil)
+
+// Rejected makes a RowError a sink.Rejected: sluice's runtime hands the
+// record to the sink's error policy with the database's message.
+func (e *RowError) Rejected() (int, string) { return e.Index, e.Message }

@@ -40,6 +40,7 @@ type Sink[K, V any] struct {
 var (
 	_ sink.Participant[string, string] = (*Sink[string, string])(nil)
 	_ sink.Idempotent[string, string]  = (*Sink[string, string])(nil)
+	_ sink.Pinger                      = (*Sink[string, string])(nil)
 )
 
 // Opt configures New.
@@ -196,6 +197,15 @@ func driverConfig(u sluicedb.URL) (*mysql.Config, error) {
 
 // Close closes the connection pool.
 func (s *Sink[K, V]) Close() error { return s.db.Close() }
+
+// Ping checks that the database answers (sink.Pinger: sluice pings its
+// sinks when it starts); its error names the URL without its password.
+func (s *Sink[K, V]) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sluicemysql: connect to %s: %w: %w", s.url.Redacted(), sluicedb.ErrConnection, err)
+	}
+	return nil
+}
 
 // DB is the sink's connection pool, for reads beside it.
 func (s *Sink[K, V]) DB() *sql.DB { return s.db }

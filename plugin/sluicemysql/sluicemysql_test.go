@@ -51,6 +51,10 @@ func harness(t testing.TB) *sqlsinktest.Harness {
 
 func TestSuite(t *testing.T) { sqlsinktest.Run(t, harness(t)) }
 
+// TestApp: the sink under sluice's runtime, rows refused, sessions
+// terminated and the server restarted (sqlsinktest.RunApp).
+func TestApp(t *testing.T) { sqlsinktest.RunApp(t, harness(t)) }
+
 // The benchmarks: a batch of 1000 rows per operation, through each mode;
 // RowPerStatement is the round-trip-per-row baseline batching avoids.
 func BenchmarkTwoPhase(b *testing.B)        { sqlsinktest.Bench(b, harness(b), "two_phase", 1000, 0) }

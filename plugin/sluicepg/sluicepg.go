@@ -33,6 +33,7 @@ type Sink[K, V any] struct {
 var (
 	_ sink.Participant[string, string] = (*Sink[string, string])(nil)
 	_ sink.Idempotent[string, string]  = (*Sink[string, string])(nil)
+	_ sink.Pinger                      = (*Sink[string, string])(nil)
 )
 
 // Opt configures New.
@@ -151,6 +152,15 @@ func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], o
 // sluicemysql's, so that one interface holds both).
 func (s *Sink[K, V]) Close() error {
 	s.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers (sink.Pinger: sluice pings its
+// sinks when it starts); its error names the URL without its password.
+func (s *Sink[K, V]) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("sluicepg: connect to %s: %w: %w", s.url.Redacted(), sluicedb.ErrConnection, err)
+	}
 	return nil
 }
 

@@ -25,14 +25,16 @@ func appendBytes(b, p []byte) []byte {
 
 func encode[K, V any](ks serde.Serde[K], vs serde.Serde[V], recs []sink.Record[K, V]) ([]byte, error) {
 	var b []byte
-	for _, r := range recs {
+	for i, r := range recs {
+		// A record the serdes refuse is the record's fault (a
+		// sink.Rejected): the runtime applies the sink's error policy.
 		kb, err := ks.Encode(r.Key)
 		if err != nil {
-			return nil, fmt.Errorf("sinkfile: key: %w", err)
+			return nil, &sink.RejectedError{Index: i, Message: "key: " + err.Error(), Err: fmt.Errorf("sinkfile: key: %w", err)}
 		}
 		vb, err := vs.Encode(r.Value)
 		if err != nil {
-			return nil, fmt.Errorf("sinkfile: value: %w", err)
+			return nil, &sink.RejectedError{Index: i, Message: "value: " + err.Error(), Err: fmt.Errorf("sinkfile: value: %w", err)}
 		}
 		b = appendBytes(b, kb)
 		b = appendBytes(b, vb)

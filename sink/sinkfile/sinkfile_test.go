@@ -157,3 +157,54 @@ func TestStoreSkipsWhatIsStored(t *testing.T) {
 		t.Error("a sink name leaving the directory was accepted")
 	}
 }
+
+// TestRejectedIndex: a record the store's serde refuses is a
+// sink.Rejected naming its index in the batch handed to Write (not in a
+// partition's share of it, nor among the records kept), and nothing is
+// written; Prepare's is its index too.
+func TestRejectedIndex(t *testing.T) {
+	ctx := context.Background()
+	refuse := serde.Funcs(func(v string) ([]byte, error) {
+		if v == "bad" {
+			return nil, errors.New("refused")
+		}
+		return []byte(v), nil
+	}, func(b []byte) (string, error) { return string(b), nil })
+	st, err := sinkfile.NewStore(t.TempDir(), serde.String, refuse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []sink.Record[string, string]{
+		{Key: "a", Value: "x", Topic: "t", Partition: 0, Offset: 5},
+		{Key: "b", Value: "x", Topic: "t", Partition: 1, Offset: 0},
+		{Key: "c", Value: "x", Topic: "t", Partition: 0, Offset: 6},
+		{Key: "d", Value: "bad", Topic: "t", Partition: 1, Offset: 1},
+	}
+	err = st.Write(ctx, "s", "t", recs, map[int32]int64{0: 7, 1: 2})
+	var rej sink.Rejected
+	if !errors.As(err, &rej) {
+		t.Fatalf("Write: %v, want a sink.Rejected", err)
+	}
+	if i, msg := rej.Rejected(); i != 3 || !strings.Contains(msg, "refused") {
+		t.Fatalf("rejected %d (%q), want 3", i, msg)
+	}
+	if got, err := st.Records("s", "t"); err != nil || len(got) != 0 {
+		t.Fatalf("a refused batch stored %v (%v)", got, err)
+	}
+	// The control: without the bad record, all is stored.
+	if err := st.Write(ctx, "s", "t", recs[:3], map[int32]int64{0: 7, 1: 1}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := sinkfile.NewParticipant(t.TempDir(), serde.String, refuse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Prepare(ctx, "x-1", recs); !errors.As(err, &rej) {
+		t.Fatalf("Prepare: %v", err)
+	} else if i, _ := rej.Rejected(); i != 3 {
+		t.Fatalf("Prepare rejected %d, want 3", i)
+	}
+	if n, _ := p.PreparedCount(); n != 0 {
+		t.Fatal("a refused batch was prepared")
+	}
+}

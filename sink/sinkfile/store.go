@@ -117,11 +117,25 @@ func (s *Store[K, V]) Write(ctx context.Context, sinkName, topic string, records
 		return err
 	}
 	byPart := map[int32][]sink.Record[K, V]{}
-	for _, r := range records {
+	idx := map[int32][]int{} // each kept record's index in records
+	for i, r := range records {
 		if o, ok := stored[r.Partition]; ok && r.Offset < o {
 			continue // stored already: a replay, or another writer's
 		}
 		byPart[r.Partition] = append(byPart[r.Partition], r)
+		idx[r.Partition] = append(idx[r.Partition], i)
+	}
+	// Encoded first, so that a rejected record leaves no segment behind.
+	encoded := map[int32][]byte{}
+	for p, recs := range byPart {
+		b, err := encode(s.ks, s.vs, recs)
+		if rej, ok := err.(*sink.RejectedError); ok {
+			rej.Index = idx[p][rej.Index]
+		}
+		if err != nil {
+			return err
+		}
+		encoded[p] = b
 	}
 	for p, recs := range byPart {
 		dir := filepath.Join(base, strconv.Itoa(int(p)))
@@ -131,10 +145,7 @@ func (s *Store[K, V]) Write(ctx context.Context, sinkName, topic string, records
 		if err := removeFrom(dir, stored[p]); err != nil {
 			return err
 		}
-		b, err := encode(s.ks, s.vs, recs)
-		if err != nil {
-			return err
-		}
+		b := encoded[p]
 		if err := writeFile(filepath.Join(s.dir, "tmp"), filepath.Join(dir, segmentName(recs[0].Offset)), b); err != nil {
 			return fmt.Errorf("sinkfile: write: %w", err)
 		}
