@@ -109,6 +109,12 @@ var BillSerde = serde.Funcs(
 // the store account-totals (without the write cache, so its changelog holds
 // every update).
 func Billing(input, accepted, totals, dlq string) *topology.Topology {
+	return billing(input, accepted, totals, dlq, nil)
+}
+
+// billing builds the job; more, if set, adds outputs of the accepted bills
+// and the running totals (BillingWithDB's database sinks).
+func billing(input, accepted, totals, dlq string, more func(fresh topology.Stream[string, AcceptedBill], running topology.Stream[string, Totals])) *topology.Topology {
 	t := topology.New()
 	bills := topology.From(t, input, serde.Bytes, BillSerde, topology.DeadLetter(dlq))
 	stamped := topology.Process(bills, "stamp", func() topology.Processor[[]byte, Bill, string, AcceptedBill] { return &stamp{} })
@@ -127,6 +133,9 @@ func Billing(input, accepted, totals, dlq string) *topology.Topology {
 		return &total{sums: sums}
 	}, sums)
 	topology.To(running, totals, serde.String, serde.JSON[Totals]())
+	if more != nil {
+		more(fresh, running)
+	}
 	return t
 }
 

@@ -89,6 +89,10 @@ var appKeys = []struct{ key, flag string }{
 	{keySSLCA, "ssl-ca"},
 	{keySSLCert, "ssl-cert"},
 	{keySSLKey, "ssl-key"},
+	{keyDBURL, "db"},
+	{keyDBPassword, ""}, // no flag: SLUICE_DB_PASSWORD or the config file
+	{keyDBMode, "db-mode"},
+	{keyDBCreateTables, "db-create-tables"},
 }
 
 // envName returns the environment variable of key: SLUICE_ and the key in
@@ -124,6 +128,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.String("log-level", "info", "log.level: debug, info, warn or error")
 	f.String("log-format", "text", "log.format: text or json (slog, on stderr)")
 	addSecurityFlags(f)
+	addDBFlags(f)
 }
 
 // appConfig is the effective configuration of one instance.
@@ -149,6 +154,7 @@ type appConfig struct {
 	LogFormat       string // text or json
 	Security        security
 	HTTP            httpSecurity // TLS and credentials of http.address
+	DB              dbConfig     // billing's database output (dbconfig.go)
 
 	// sources names where each key's value came from.
 	sources map[string]string
@@ -280,6 +286,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	}
 	c.Security = r.loadSecurity()
 	c.HTTP = r.loadHTTPSecurity()
+	c.DB = r.loadDB()
 	c.sources = map[string]string{}
 	for _, k := range appKeys {
 		c.sources[k.key] = r.source(k.key)

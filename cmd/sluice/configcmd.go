@@ -56,6 +56,10 @@ func newConfigCmd() *cobra.Command {
 				keySSLCA:            c.Security.CA,
 				keySSLCert:          c.Security.Cert,
 				keySSLKey:           c.Security.Key,
+				keyDBURL:            redactedDBURL(c.DB.URL),
+				keyDBPassword:       c.DB.Password,
+				keyDBMode:           c.DB.Mode,
+				keyDBCreateTables:   strconv.FormatBool(c.DB.CreateTables),
 			}
 			for _, k := range appKeys {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %q  # from %s\n", k.key, masked(k.key, values[k.key]), c.sources[k.key])

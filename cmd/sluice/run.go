@@ -92,7 +92,12 @@ dead letters) are always the instance's to create.`,
 					opts = append(opts, processor.AdvertisedEndpoint(advertisable(ln)))
 				}
 			}
-			app, err := processor.New(e.Build(params), opts...)
+			topo, closeDB, err := buildWithDB(cmd.Context(), e, params, cfg.DB)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			app, err := processor.New(topo, opts...)
 			if err != nil {
 				return err
 			}
