@@ -90,10 +90,7 @@ func (a dbAdmin) reset(ctx context.Context, t *testing.T) {
 	for _, q := range []string{
 		"DROP TABLE IF EXISTS " + tableAccepted,
 		"DROP TABLE IF EXISTS " + tableTotals,
-		// The contract of `sluice run billing --db`: no unique
-		// constraint on bills_accepted, so that a duplicate shows.
-		"CREATE TABLE " + tableAccepted + " (bill_id VARCHAR(2000) NOT NULL, account VARCHAR(200) NOT NULL, amount_cents BIGINT NOT NULL, ts BIGINT NOT NULL, src_topic VARCHAR(200) NOT NULL, src_partition INT NOT NULL, src_offset BIGINT NOT NULL)",
-		"CREATE TABLE " + tableTotals + " (account VARCHAR(200) PRIMARY KEY, count BIGINT NOT NULL, sum_cents BIGINT NOT NULL, min_cents BIGINT NOT NULL, max_cents BIGINT NOT NULL, last_bill_id VARCHAR(2000) NOT NULL)",
+		billingDDL[0], billingDDL[1],
 	} {
 		if err := a.exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

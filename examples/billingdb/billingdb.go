@@ -91,5 +91,6 @@ func Open(ctx context.Context, c Config) (*DB, error) {
 		d.closers = append(d.closers, t.Close)
 		d.Accepted, d.Totals = a, t
 	}
+	d.BillingDB = chaosWrap(d.BillingDB)
 	return d, nil
 }
