@@ -175,6 +175,11 @@ func TestBillingChaosNotTwoPhase(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := dbChaosConfigFromEnv(t)
 			cfg.mode, cfg.notTwoPhase = "two_phase", true
+			// Sessions terminated often enough that some Prepare fails
+			// while the other tasks' of the same Kafka transaction
+			// committed: the transaction aborts and its records are
+			// processed, and written, again.
+			cfg.sessionKillEvery = [2]time.Duration{200 * time.Millisecond, 800 * time.Millisecond}
 			rep := runDBChaos(t, start(t), cfg)
 			if rep.ok() {
 				t.Fatalf("stores that commit at Prepare passed the database checks (seed %d): the test cannot fail", cfg.seed)
@@ -224,6 +229,13 @@ func runDBChaos(t *testing.T, db dbServer, cfg dbChaosConfig) *dbReport {
 	h.tolerate = func(inst *instance) bool {
 		return h.tolerated < 500 && strings.Contains(lastStart(inst.logPath), "sluicedb: database connection failed")
 	}
+	if cfg.notTwoPhase {
+		// The broken stores may wedge or kill instances (a transaction
+		// prepared by Prepare, whose commit then failed, is never rolled
+		// back and holds its rows' locks): only the database checks'
+		// verdict counts.
+		h.tolerate = func(*instance) bool { return h.tolerated < 500 }
+	}
 
 	bills := GenerateBills(cfg.seed, cfg.bills, max(cfg.bills/100, 10))
 	chunks := 2 * cfg.kills
@@ -267,18 +279,24 @@ func runDBChaos(t *testing.T, db dbServer, cfg dbChaosConfig) *dbReport {
 		time.Since(began).Round(time.Second), kills, faults, len(samples), h.tolerated)
 
 	oracle := newDBOracle(input)
-	h.waitFinished(finishBy, topics.Input, topics.outputs())
-	waitDBCaughtUp(t, db.reader, oracle, finishBy)
-	h.stopAll(time.Minute)
-
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	krep, err := CheckBilling(ctx, addrs, input, appID)
-	if err != nil {
-		t.Fatalf("CheckBilling: %v", err)
-	}
-	if !krep.OK() {
-		t.Errorf("the Kafka outputs are wrong (seed %d):\n%s", cfg.seed, krep)
+	if cfg.notTwoPhase {
+		// Not waiting for a run that may never finish: a while for the
+		// instances to go on, then the checks of what they left.
+		time.Sleep(15 * time.Second)
+		h.killAll()
+	} else {
+		h.waitFinished(finishBy, topics.Input, topics.outputs())
+		waitDBCaughtUp(t, db.reader, oracle, finishBy)
+		h.stopAll(time.Minute)
+		krep, err := CheckBilling(ctx, addrs, input, appID)
+		if err != nil {
+			t.Fatalf("CheckBilling: %v", err)
+		}
+		if !krep.OK() {
+			t.Errorf("the Kafka outputs are wrong (seed %d):\n%s", cfg.seed, krep)
+		}
 	}
 	out, err := readCommittedOutputs(ctx, addrs, topics)
 	if err != nil {
