@@ -352,31 +352,47 @@ func (r pgReader) snapshot(ctx context.Context) (dbSnapshot, error) {
 	if err != nil {
 		return dbSnapshot{}, err
 	}
-	for rows.Next() {
-		var b dbBill
-		if err := rows.Scan(&b.BillID, &b.Account, &b.AmountCents, &b.TS, &b.SrcTopic, &b.SrcPartition, &b.SrcOffset); err != nil {
-			rows.Close()
-			return dbSnapshot{}, err
-		}
-		snap.bills = append(snap.bills, b)
-	}
-	if err := rows.Err(); err != nil {
+	err = scanBills(rows, &snap)
+	rows.Close()
+	if err != nil {
 		return dbSnapshot{}, err
 	}
 	rows, err = tx.Query(ctx, `SELECT account::text, count::bigint, sum_cents::bigint, min_cents::bigint, max_cents::bigint, last_bill_id::text FROM `+tableTotals)
 	if err != nil {
 		return dbSnapshot{}, err
 	}
+	defer rows.Close()
+	return snap, scanTotals(rows, &snap)
+}
+
+// rowScanner is what pgx.Rows and *sql.Rows share.
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+func scanBills(rows rowScanner, snap *dbSnapshot) error {
+	for rows.Next() {
+		var b dbBill
+		if err := rows.Scan(&b.BillID, &b.Account, &b.AmountCents, &b.TS, &b.SrcTopic, &b.SrcPartition, &b.SrcOffset); err != nil {
+			return err
+		}
+		snap.bills = append(snap.bills, b)
+	}
+	return rows.Err()
+}
+
+func scanTotals(rows rowScanner, snap *dbSnapshot) error {
 	for rows.Next() {
 		var acct string
 		var t Totals
 		if err := rows.Scan(&acct, &t.Count, &t.SumCents, &t.MinCents, &t.MaxCents, &t.LastBillID); err != nil {
-			rows.Close()
-			return dbSnapshot{}, err
+			return err
 		}
 		snap.totals[acct] = t
 	}
-	return snap, rows.Err()
+	return rows.Err()
 }
 
 func (r pgReader) prepared(ctx context.Context) ([]string, error) {
@@ -419,31 +435,17 @@ func (r myReader) snapshot(ctx context.Context) (dbSnapshot, error) {
 	if err != nil {
 		return dbSnapshot{}, err
 	}
-	for rows.Next() {
-		var b dbBill
-		if err := rows.Scan(&b.BillID, &b.Account, &b.AmountCents, &b.TS, &b.SrcTopic, &b.SrcPartition, &b.SrcOffset); err != nil {
-			rows.Close()
-			return dbSnapshot{}, err
-		}
-		snap.bills = append(snap.bills, b)
-	}
-	if err := rows.Err(); err != nil {
+	err = scanBills(rows, &snap)
+	rows.Close()
+	if err != nil {
 		return dbSnapshot{}, err
 	}
 	rows, err = tx.QueryContext(ctx, "SELECT CAST(account AS CHAR), CAST(`count` AS SIGNED), CAST(sum_cents AS SIGNED), CAST(min_cents AS SIGNED), CAST(max_cents AS SIGNED), CAST(last_bill_id AS CHAR) FROM "+tableTotals)
 	if err != nil {
 		return dbSnapshot{}, err
 	}
-	for rows.Next() {
-		var acct string
-		var t Totals
-		if err := rows.Scan(&acct, &t.Count, &t.SumCents, &t.MinCents, &t.MaxCents, &t.LastBillID); err != nil {
-			rows.Close()
-			return dbSnapshot{}, err
-		}
-		snap.totals[acct] = t
-	}
-	return snap, rows.Err()
+	defer rows.Close()
+	return snap, scanTotals(rows, &snap)
 }
 
 func (r myReader) prepared(ctx context.Context) ([]string, error) {
