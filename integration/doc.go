@@ -51,4 +51,22 @@
 //	SLUICE_CHAOS_LOG_DIR=dir  keep the instances' logs there
 //	SLUICE_CHAOS_GUARANTEE=g  --guarantee for the instances; at_least_once
 //	                          must make the test fail, which shows it can
+//
+// The database chaos tests (issue 17 item 7), TestBillingChaosPostgres and
+// TestBillingChaosMariaDB, run the same three instances with `--db URL
+// --db-mode two_phase|offsets` (one subtest per mode) against a private
+// server (internal/testdb), the password from SLUICE_DB_PASSWORD, and add
+// database faults: the application's sessions terminated every 0.2-0.8 s
+// (pg_terminate_backend, KILL CONNECTION) and one server restart. An
+// independent reader (plain SQL, its own connections) samples both tables
+// during the run and checks each sample against committed Kafka output
+// (checkDBSample: every row a committed bills-accepted record, committed
+// when the sample was taken, and per partition a prefix of its committed
+// records); at the end it checks the tables against the input log
+// (checkDBFinal) and that nothing is left prepared. TestDBChecker* prove
+// the checks can fail; TestBillingChaosNotTwoPhase (SLUICE_CHAOS_NEGATIVE=1)
+// runs the chaos with stores that commit at Prepare (build tag
+// sluice_chaos_nottwophase) and must find duplicates. By default they run
+// 20000 bills and 5 kills per mode (about 50 s each); SLUICE_SOAK=1 runs
+// 100000 bills and 12 kills; SLUICE_CHAOS_DB_MODE=m runs one mode.
 package integration

@@ -81,6 +81,7 @@ func Open(ctx context.Context, c Config) (*DB, error) {
 		_ = d.Close()
 		return nil, fmt.Errorf("billingdb: %w", err)
 	}
+	d.BillingDB = chaosWrap(d.BillingDB)
 	return d, nil
 }
 
