@@ -140,12 +140,22 @@ func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], o
 		return nil, fmt.Errorf("sluicepg: connect to %s: %w: %w", u.Redacted(), sluicedb.ErrConnection, err)
 	}
 	if t.Create {
-		if _, err := pool.Exec(ctx, w.CreateSQL()); err != nil {
+		if _, err := pool.Exec(ctx, w.CreateSQL()); err != nil && !createdMeanwhile(err) {
 			pool.Close()
 			return nil, fmt.Errorf("sluicepg: create table %s: %w", t.Name, err)
 		}
 	}
 	return s, nil
+}
+
+// createdMeanwhile: CREATE TABLE IF NOT EXISTS run by several instances
+// starting at once is not atomic in PostgreSQL: the losers collide on the
+// catalog's unique index (23505) or find the relation (42P07) or its row
+// type (42710) made, and then the table exists, which is all they asked
+// for.
+func createdMeanwhile(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710")
 }
 
 // Close closes the connection pool. It returns nil (an error result, like
