@@ -67,6 +67,7 @@
 // the checks can fail; TestBillingChaosNotTwoPhase (SLUICE_CHAOS_NEGATIVE=1)
 // runs the chaos with stores that commit at Prepare (build tag
 // sluice_chaos_nottwophase) and must find duplicates. By default they run
-// 20000 bills and 5 kills per mode (about 50 s each); SLUICE_SOAK=1 runs
-// 100000 bills and 12 kills; SLUICE_CHAOS_DB_MODE=m runs one mode.
+// 100000 bills and 12 kills per mode (about a minute each on a quiet
+// 2-core machine); SLUICE_SOAK=1 runs 300000 bills and 30 kills;
+// SLUICE_CHAOS_DB_MODE=m runs one mode.
 package integration
