@@ -20,8 +20,8 @@ import (
 )
 
 // serveHTTP serves /metrics (the app's own registry), /healthz, /readyz,
-// /tasks, /topology and the interactive queries under /stores/ (package
-// serve) until the returned stop is called; stop waits for the server. An
+// /tasks, /topology, /instances, the interactive queries under /stores/
+// and the web console at / (package serve) until the returned stop is called; stop waits for the server. An
 // address without a host binds loopback, so nothing is exposed by accident.
 func serveHTTP(addr string, app *processor.App, log *slog.Logger) (bound string, stop func(), err error) {
 	ln, err := listenHTTP(addr)

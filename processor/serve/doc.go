@@ -1,7 +1,8 @@
 // Package serve serves a sluice instance over HTTP: the interactive
 // queries (/stores/{store}/keys/{key} and /stores/{store}/keys, forwarded
 // to the key's owner and fanned out over the instances), /tasks, /readyz,
-// /healthz, /topology and, if given, /metrics. A program that embeds sluice
+// /healthz, /topology, /instances (the application's group, from Kafka)
+// and, if given, /metrics. A program that embeds sluice
 // mounts them on its own mux, so it answers exactly as `sluice run --http`:
 //
 //	mux := http.NewServeMux()
