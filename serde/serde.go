@@ -154,3 +154,26 @@ func (jsonSerde[T]) Decode(b []byte) (T, error) {
 	}
 	return v, nil
 }
+
+// Identified is implemented by a serde that names its encoding. The name
+// is recorded in savepoints beside each store (ID), so that a topology
+// started from a savepoint whose store's serde changed is refused unless it
+// migrates the store (topology.MigrateStore). Give a serde a new ID when its
+// bytes change meaning: "bill/json/v2".
+type Identified interface {
+	SerdeID() string
+}
+
+// ID is the identity of serde s: its SerdeID if it is Identified, else its
+// Go type ("serde.int64Serde", "serde.jsonSerde[examples.Bill]"). Two
+// serdes built by Funcs share a type: give them SerdeIDs to tell them
+// apart.
+func ID(s any) string {
+	if s == nil {
+		return ""
+	}
+	if id, ok := s.(Identified); ok {
+		return id.SerdeID()
+	}
+	return fmt.Sprintf("%T", s)
+}

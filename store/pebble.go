@@ -300,6 +300,22 @@ func (p *Pebble) Wipe() error {
 	return nil
 }
 
+// Flush writes the memtable to sstables and syncs them, so that
+// everything applied is durable on disk and the WAL is no longer needed to
+// read it (a savepoint's copies are flushed before the savepoint is
+// committed).
+func (p *Pebble) Flush() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return ErrClosed
+	}
+	if err := p.db.Flush(); err != nil {
+		return fmt.Errorf("store: flush: %w", err)
+	}
+	return nil
+}
+
 // ApproximateSize is the database's disk usage, WAL included so that recent
 // writes count before a flush; 0 once closed.
 func (p *Pebble) ApproximateSize() int64 {

@@ -1,6 +1,8 @@
 package topology
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -279,6 +281,15 @@ func components(nodes []*exec.Node) [][]*exec.Node {
 		out = append(out, byRoot[r])
 	}
 	return out
+}
+
+// Fingerprint identifies the topology's shape: "sha256:" and the hex
+// SHA-256 of Describe's text, so two builds with the same description have
+// the same fingerprint. Savepoints record it (informational: whether a
+// savepoint fits a topology is decided store by store).
+func (b *Built) Fingerprint() string {
+	h := sha256.Sum256([]byte(b.Describe()))
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 // Describe prints the sub-topologies with their nodes, source, sink and

@@ -280,6 +280,10 @@ type Store struct {
 	// took (those that decode).
 	Source        string
 	SourceAccepts func(key, value []byte) bool
+	// KeySerde and ValueSerde are the identities (serde.ID) of the serdes
+	// of the store's keys and values, as savepoints record them; "" where
+	// the store's bytes are sluice's own (timers, time state).
+	KeySerde, ValueSerde string
 	// Query, if set, lets interactive queries read the store from outside
 	// its task, with its serdes erased; nil: its layout is private
 	// (timers, keyed state, join buffers) and it cannot be queried.

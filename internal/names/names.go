@@ -42,8 +42,20 @@ func TimeStore(topic string) string { return topic + TimeStoreSuffix }
 // IsInternal reports whether topic is one of the application's internal
 // topics (a repartition topic or a changelog, the time store's included),
 // by Kafka Streams' rule: the application's prefix and a repartition or
-// changelog suffix. The dead-letter topic is not internal.
+// changelog suffix, or its savepoint control topic. The dead-letter topic
+// is not internal.
 func IsInternal(appID, topic string) bool {
 	return strings.HasPrefix(topic, appID+"-") &&
-		(strings.HasSuffix(topic, RepartitionSuffix) || strings.HasSuffix(topic, ChangelogSuffix))
+		(strings.HasSuffix(topic, RepartitionSuffix) || strings.HasSuffix(topic, ChangelogSuffix) ||
+			topic == SavepointControl(appID))
 }
+
+// SavepointControlSuffix ends the name of an application's savepoint
+// control topic.
+const SavepointControlSuffix = "-savepoint-control"
+
+// SavepointControl is the topic through which `sluice savepoint create`
+// and an application's instances agree on a savepoint:
+// <appID>-savepoint-control (one partition). IsInternal counts it: reset
+// deletes it.
+func SavepointControl(appID string) string { return appID + SavepointControlSuffix }
