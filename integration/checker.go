@@ -289,6 +289,7 @@ func judge(b Bill) verdict {
 // repartDead is a dead letter whose headers name the repartition topic: its
 // bytes must be those of the committed record there.
 type repartDead struct {
+	topic      string
 	at         coord // in the DLQ
 	src        coord // in the repartition topic
 	key, value []byte
@@ -321,9 +322,18 @@ func CheckBilling(ctx context.Context, addrs []string, input []InputRecord, grou
 // An error means the check could not be carried out; what the application
 // got wrong is in the Report.
 func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, input []InputRecord, group string) (Report, error) {
-	if group == "" {
+	return CheckBillingFork(ctx, addrs, topics, input, group)
+}
+
+// CheckBillingFork is CheckBillingTopics for a run that went on as other
+// applications (a fork from a savepoint): groups are the application ids
+// in order. Dead letters may name any of their repartition topics; the
+// committed input offsets checked are the last group's.
+func CheckBillingFork(ctx context.Context, addrs []string, topics Topics, input []InputRecord, groups ...string) (Report, error) {
+	if len(groups) == 0 || slices.Contains(groups, "") {
 		return Report{}, errors.New("group is required")
 	}
+	group := groups[len(groups)-1]
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, defaultCheckTimeout)
@@ -335,10 +345,13 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 	if err != nil {
 		return rep, err
 	}
-	repart := RepartitionTopic(group)
-	// The repartition topic is listed for its open transactions; it is
-	// read only where a dead letter points into it.
-	written := append(topics.outputs(), repart)
+	var reparts []string
+	for _, g := range groups {
+		reparts = append(reparts, RepartitionTopic(g))
+	}
+	// The repartition topics are listed for their open transactions; they
+	// are read only where a dead letter points into them.
+	written := append(topics.outputs(), reparts...)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
 	if err != nil {
@@ -407,7 +420,7 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 			totals[string(r.Key)] = append(totals[string(r.Key)], e)
 		case topics.DLQ:
 			rep.DLQ++
-			if src, ok := checkDead(&rep, topics, repart, r, at, inputs, &viaRep); ok {
+			if src, ok := checkDead(&rep, topics, reparts, r, at, inputs, &viaRep); ok {
 				dead[src] = append(dead[src], at)
 			}
 		}
@@ -429,8 +442,16 @@ func CheckBillingTopics(ctx context.Context, addrs []string, topics Topics, inpu
 		return rep, err
 	}
 	rep.Violations = append(rep.Violations, unread...)
-	if err := checkRepartitioned(ctx, &rep, addrs, topics, repart, viaRep, starts[repart], lso[repart]); err != nil {
-		return rep, err
+	for _, repart := range reparts {
+		var dead []repartDead
+		for _, d := range viaRep {
+			if d.topic == repart {
+				dead = append(dead, d)
+			}
+		}
+		if err := checkRepartitioned(ctx, &rep, addrs, topics, repart, dead, starts[repart], lso[repart]); err != nil {
+			return rep, err
+		}
 	}
 
 	checkAcceptedComplete(&rep, bills, byBill)
@@ -611,7 +632,7 @@ func checkTotals(rep *Report, topics Topics, accepted map[string][]acceptedEntry
 // read from the input; one that failed after the repartition topic is
 // dead-lettered as read from there, and names its input only through the
 // coordinates the billing job stamped into the value.
-func checkDead(rep *Report, topics Topics, repart string, r *kgo.Record, at coord, inputs map[coord]*inputEntry, viaRep *[]repartDead) (coord, bool) {
+func checkDead(rep *Report, topics Topics, reparts []string, r *kgo.Record, at coord, inputs map[coord]*inputEntry, viaRep *[]repartDead) (coord, bool) {
 	where := topics.DLQ + "/" + at.String()
 	hs := make(map[string]string, len(r.Headers))
 	for _, h := range r.Headers {
@@ -641,7 +662,12 @@ func checkDead(rep *Report, topics Topics, repart string, r *kgo.Record, at coor
 		in  *inputEntry
 		ok  bool
 	)
-	switch topic := hs[HeaderSourceTopic]; topic {
+	topic := hs[HeaderSourceTopic]
+	repart := topic
+	if !slices.Contains(reparts, topic) {
+		repart = strings.Join(reparts, " or ")
+	}
+	switch topic {
 	case topics.Input:
 		src = hdr
 		if in, ok = inputs[src]; !ok {
@@ -656,7 +682,7 @@ func checkDead(rep *Report, topics Topics, repart string, r *kgo.Record, at coor
 		}
 	case repart:
 		rep.DLQViaRepartition++
-		*viaRep = append(*viaRep, repartDead{at: at, src: hdr, key: r.Key, value: r.Value})
+		*viaRep = append(*viaRep, repartDead{topic: repart, at: at, src: hdr, key: r.Key, value: r.Value})
 		var a Accepted
 		if err := json.Unmarshal(r.Value, &a); err != nil {
 			rep.violate("dlq: %s: from %s/%s, but the value %q is not a bill with its input coordinates: %v", where, repart, hdr, clip(r.Value), err)
