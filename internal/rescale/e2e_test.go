@@ -1,0 +1,304 @@
+package rescale_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/examples"
+	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/keyhash"
+	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/internal/rescale"
+	"github.com/sluice-streams/sluice/internal/testbroker"
+	"github.com/sluice-streams/sluice/internal/testkeys"
+	"github.com/sluice-streams/sluice/processor"
+	"github.com/sluice-streams/sluice/state"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// partitioned is the entries of a stopped run's stores: store → partition
+// → key → value; times holds each store's time states by partition.
+type partitioned struct {
+	entries map[string]map[int32]map[string]string
+	times   map[string]map[int32][]byte
+	kinds   map[string]layout.StoreKind
+}
+
+func newPartitioned() partitioned {
+	return partitioned{map[string]map[int32]map[string]string{}, map[string]map[int32][]byte{}, map[string]layout.StoreKind{}}
+}
+
+func (p partitioned) put(store string, part int32, k, v []byte) {
+	if p.entries[store] == nil {
+		p.entries[store] = map[int32]map[string]string{}
+	}
+	if p.entries[store][part] == nil {
+		p.entries[store][part] = map[string]string{}
+	}
+	p.entries[store][part][string(k)] = string(v)
+}
+
+// runPageViews runs pageviews in-process over an input topic of n
+// partitions, fed views, until every view was processed from the input
+// and from the repartition topic, stops it, and returns its state
+// directory.
+func runPageViews(t *testing.T, addrs []string, n int32, views []*kgo.Record) string {
+	t.Helper()
+	ctx := context.Background()
+	in := testbroker.Unique(t, fmt.Sprintf("rs-views%d-", n))
+	for _, tp := range []string{in, in + "-min", in + "-late", in + "-sess", in + "-dlq"} {
+		if err := broker.CreateTopic(ctx, addrs, tp, n, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kafka's default partitioner for keyed records, as every producer
+	// of a user topic is assumed to use.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(in),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, r := range views {
+		cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	app, err := processor.New(examples.PageViews(in, in+"-min", in+"-late", in+"-sess", in+"-dlq"),
+		processor.ApplicationID(testbroker.Unique(t, "rs-pv-")), processor.Brokers(addrs...),
+		processor.StateDir(dir), processor.DeadLetterTopic(in+"-dlq"), processor.CommitInterval(100*time.Millisecond),
+		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- app.Run(rctx) }()
+	want := int64(2 * len(views))
+	for app.Stats().Processed.Load() < want {
+		select {
+		case err := <-done:
+			t.Fatalf("pageviews over %d partitions stopped after %d of %d records: %v", n, app.Stats().Processed.Load(), want, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// readState reads every store of a stopped run's state directory.
+func readState(t *testing.T, dir string) partitioned {
+	t.Helper()
+	r, err := state.Open(dir, state.WithTopology(examples.PageViews("i", "m", "l", "s", "d")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	infos, err := r.Stores()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := newPartitioned()
+	for _, s := range infos {
+		got.kinds[s.Store] = layout.StoreKind(s.Layout)
+	}
+	for name := range got.kinds {
+		if err := r.Records(name, func(rec state.Record) error {
+			if string(rec.Key) == string(layout.TimeStateKey) {
+				if got.times[name] == nil {
+					got.times[name] = map[int32][]byte{}
+				}
+				got.times[name][rec.Partition] = rec.Value
+				return nil
+			}
+			got.put(name, rec.Partition, rec.Key, rec.Value)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+// redistribute moves every entry of old to n partitions with route, and
+// merges the time states.
+func redistribute(t *testing.T, old partitioned, n int32, route router) partitioned {
+	t.Helper()
+	moved := newPartitioned()
+	for name, parts := range old.entries {
+		kind := old.kinds[name]
+		moved.kinds[name] = kind
+		for _, kvs := range parts {
+			for k, v := range kvs {
+				p, perTask, err := route(kind, []byte(k), n)
+				if err != nil || perTask {
+					t.Fatalf("%s entry %x: %v (per task %v)", name, k, err, perTask)
+				}
+				moved.put(name, p, []byte(k), []byte(v))
+			}
+		}
+	}
+	for name, byPart := range old.times {
+		var vs [][]byte
+		for _, v := range byPart {
+			vs = append(vs, v)
+		}
+		merged, err := rescale.Merge(old.kinds[name], layout.TimeStateKey, vs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved.times[name] = map[int32][]byte{}
+		for p := range n {
+			moved.times[name][p] = merged
+		}
+	}
+	return moved
+}
+
+// differences lists where two runs' entries differ (at most a few).
+func differences(got, want partitioned) []string {
+	var bad []string
+	for name, parts := range want.entries {
+		for p, kvs := range parts {
+			for k, v := range kvs {
+				switch g, ok := got.entries[name][p][k]; {
+				case !ok:
+					bad = append(bad, fmt.Sprintf("%s: entry %x is not in partition %d", name, k, p))
+				case g != v:
+					bad = append(bad, fmt.Sprintf("%s partition %d: entry %x is %x, want %x", name, p, k, g, v))
+				}
+			}
+		}
+	}
+	for name, parts := range got.entries {
+		for p, kvs := range parts {
+			for k := range kvs {
+				if _, ok := want.entries[name][p][k]; !ok {
+					bad = append(bad, fmt.Sprintf("%s: entry %x is in partition %d, not there in the run", name, k, p))
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad[:min(len(bad), 6)]
+}
+
+// TestRescalePageViews8To16 runs pageviews over 8 partitions and over 16,
+// from the same views (users and pages of every key length, UUIDs,
+// non-UTF-8 users; all in one minute, so no window closes in either run),
+// reads both runs' stores, redistributes the 8-partition run's entries to
+// 16 with Route, and finds every entry — windows, sessions, their timer
+// and expiry index entries — on the partition where the 16-partition run
+// has it, with the same value. The merged time states decode as the
+// 16-partition run's tasks read theirs, once laid out for the new width of
+// the repartition topic.
+func TestRescalePageViews8To16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs pageviews twice against a broker")
+	}
+	addrs := testbroker.Addrs(t)
+	users := testkeys.Bytes()
+	for _, u := range testkeys.UUIDs(20) {
+		users = append(users, []byte(u))
+	}
+	users = append(users, []byte{0xff}, []byte{0xc3, 0x28}, []byte{0x80, 0x00, 0xfe})
+	pages := append(testkeys.Lengths()[1:60:60], testkeys.UUIDs(5)...)
+	minute := time.Minute.Milliseconds()
+	base := int64(1_700_000_000_000) / minute * minute
+	var views []*kgo.Record
+	for i, u := range users {
+		for j := range i%3 + 1 {
+			ts := base + int64((i*7919+j*3001)%50_000)
+			v, _ := json.Marshal(examples.PageView{User: "u", Page: pages[(i+j)%len(pages)], TS: ts})
+			views = append(views, &kgo.Record{Key: u, Value: v, Timestamp: time.UnixMilli(ts)})
+		}
+	}
+
+	dir8 := runPageViews(t, addrs, 8, views)
+	dir16 := runPageViews(t, addrs, 16, views)
+	old, run16 := readState(t, dir8), readState(t, dir16)
+	for _, name := range []string{"page-counts", "user-sessions"} {
+		if len(old.entries[name]) != 8 || len(run16.entries[name]) < 9 {
+			t.Fatalf("%s: entries in %d and %d partitions: the runs did not spread their keys", name, len(old.entries[name]), len(run16.entries[name]))
+		}
+	}
+
+	moved := redistribute(t, old, 16, rescale.Route)
+	for name, parts := range moved.entries {
+		byPrefix := map[byte]int{}
+		for _, kvs := range parts {
+			for k := range kvs {
+				byPrefix[k[0]]++
+			}
+		}
+		t.Logf("%s (%s): entries by prefix byte %v, time states of %d tasks", name, moved.kinds[name], byPrefix, len(old.times[name]))
+	}
+	if bad := differences(moved, run16); len(bad) > 0 {
+		t.Fatalf("redistributed 8 → 16 against the 16-partition run:\n%s", strings.Join(bad, "\n"))
+	}
+
+	// Time states: user-sessions' task reads the input topic (1 input);
+	// page-counts' task reads the repartition topic, one input per
+	// writer: 8, then 16.
+	widths := map[string][2]int{"user-sessions": {1, 1}, "page-counts": {8, 16}}
+	for name, byPart := range run16.times {
+		w, ok := widths[name]
+		if !ok {
+			t.Fatalf("a time state in %s", name)
+		}
+		b, err := rescale.ResizeTimeState(moved.times[name][0], []int{w[0]}, []int{w[1]})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, want, err := decode(byPart[0], w[1])
+		if err != nil {
+			t.Fatalf("%s: the 16-partition run's own time state: %v", name, err)
+		}
+		_, got, err := decode(b, want.Inputs())
+		if err != nil {
+			t.Fatalf("%s: the merged time state does not load where the 16-partition run's does: %v", name, err)
+		}
+		lo := int64(1<<63 - 1)
+		for _, v := range old.times[name] {
+			_, tr, err := decode(v, w[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo = min(lo, tr.Watermark())
+		}
+		if got.Watermark() != lo || lo == window.NoWatermark {
+			t.Fatalf("%s: merged watermark %d, the earliest of the 8 tasks' %d", name, got.Watermark(), lo)
+		}
+	}
+
+	// Negative controls: routing by the whole store key, or to one
+	// partition fewer, is caught.
+	wrong := map[string]router{
+		"whole store key": func(kind layout.StoreKind, key []byte, n int32) (int32, bool, error) {
+			return keyhash.Partition(key, n), false, nil
+		},
+		"15 partitions": func(kind layout.StoreKind, key []byte, n int32) (int32, bool, error) {
+			return rescale.Route(kind, key, n-1)
+		},
+	}
+	for name, r := range wrong {
+		if bad := differences(redistribute(t, old, 16, r), run16); len(bad) == 0 {
+			t.Errorf("the comparison passes a redistribution by the %s", name)
+		}
+	}
+}
