@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/examples"
@@ -22,6 +23,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/state"
+	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/window"
 )
 
@@ -47,15 +49,18 @@ func (p partitioned) put(store string, part int32, k, v []byte) {
 	p.entries[store][part][string(k)] = string(v)
 }
 
-// runPageViews runs pageviews in-process over an input topic of n
-// partitions, fed views, until every view was processed from the input
-// and from the repartition topic, stops it, and returns its state
-// directory.
-func runPageViews(t *testing.T, addrs []string, n int32, views []*kgo.Record) string {
+// runApp runs the topology build makes for an input topic of n
+// partitions, fed recs with Kafka's default partitioner, in-process until
+// it has committed every record of its input and of its repartition
+// topics, stops it, and returns its state directory.
+func runApp(t *testing.T, addrs []string, n int32, build func(in string) *topology.Topology, outputs []string, recs []*kgo.Record) string {
 	t.Helper()
-	ctx := context.Background()
-	in := testbroker.Unique(t, fmt.Sprintf("rs-views%d-", n))
-	for _, tp := range []string{in, in + "-min", in + "-late", in + "-sess", in + "-dlq"} {
+	ctx := t.Context()
+	in := testbroker.Unique(t, fmt.Sprintf("rs-in%d-", n))
+	for _, tp := range append([]string{in}, outputs...) {
+		if tp != in {
+			tp = in + tp
+		}
 		if err := broker.CreateTopic(ctx, addrs, tp, n, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -68,16 +73,16 @@ func runPageViews(t *testing.T, addrs []string, n int32, views []*kgo.Record) st
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	for _, r := range views {
+	for _, r := range recs {
 		cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	app, err := processor.New(examples.PageViews(in, in+"-min", in+"-late", in+"-sess", in+"-dlq"),
-		processor.ApplicationID(testbroker.Unique(t, "rs-pv-")), processor.Brokers(addrs...),
-		processor.StateDir(dir), processor.DeadLetterTopic(in+"-dlq"), processor.CommitInterval(100*time.Millisecond),
+	dir, appID := t.TempDir(), testbroker.Unique(t, "rs-app-")
+	app, err := processor.New(build(in),
+		processor.ApplicationID(appID), processor.Brokers(addrs...),
+		processor.StateDir(dir), processor.CommitInterval(100*time.Millisecond),
 		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +91,14 @@ func runPageViews(t *testing.T, addrs []string, n int32, views []*kgo.Record) st
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- app.Run(rctx) }()
-	want := int64(2 * len(views))
-	for app.Stats().Processed.Load() < want {
+	adm := kadm.NewClient(cl)
+	for caughtUp := false; !caughtUp; {
 		select {
 		case err := <-done:
-			t.Fatalf("pageviews over %d partitions stopped after %d of %d records: %v", n, app.Stats().Processed.Load(), want, err)
-		case <-time.After(50 * time.Millisecond):
+			t.Fatalf("the app over %d partitions stopped before it caught up: %v", n, err)
+		case <-time.After(100 * time.Millisecond):
 		}
+		caughtUp = committedAll(rctx, adm, appID, in)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -101,10 +107,51 @@ func runPageViews(t *testing.T, addrs []string, n int32, views []*kgo.Record) st
 	return dir
 }
 
+// committedAll says whether group appID has committed every record of
+// the input topic in and of its repartition topics (whose last offset may
+// be a transaction marker).
+func committedAll(ctx context.Context, adm *kadm.Client, appID, in string) bool {
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return false
+	}
+	watch := []string{in}
+	for _, tp := range topics.Names() {
+		if strings.HasPrefix(tp, appID+"-") && strings.HasSuffix(tp, "-repartition") {
+			watch = append(watch, tp)
+		}
+	}
+	if len(watch) == 1 {
+		return false // not made yet
+	}
+	ends, err := adm.ListEndOffsets(ctx, watch...)
+	if err != nil {
+		return false
+	}
+	committed, err := adm.FetchOffsets(ctx, appID)
+	if err != nil {
+		return false
+	}
+	ok := true
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset == 0 {
+			return
+		}
+		slack := int64(1)
+		if o.Topic == in {
+			slack = 0
+		}
+		if c, found := committed.Lookup(o.Topic, o.Partition); !found || c.At < o.Offset-slack {
+			ok = false
+		}
+	})
+	return ok
+}
+
 // readState reads every store of a stopped run's state directory.
-func readState(t *testing.T, dir string) partitioned {
+func readState(t *testing.T, dir string, topo *topology.Topology) partitioned {
 	t.Helper()
-	r, err := state.Open(dir, state.WithTopology(examples.PageViews("i", "m", "l", "s", "d")))
+	r, err := state.Open(dir, state.WithTopology(topo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,9 +276,14 @@ func TestRescalePageViews8To16(t *testing.T) {
 		}
 	}
 
-	dir8 := runPageViews(t, addrs, 8, views)
-	dir16 := runPageViews(t, addrs, 16, views)
-	old, run16 := readState(t, dir8), readState(t, dir16)
+	build := func(in string) *topology.Topology {
+		return examples.PageViews(in, in+"-min", in+"-late", in+"-sess", in+"-dlq")
+	}
+	outputs := []string{"-min", "-late", "-sess", "-dlq"}
+	dir8 := runApp(t, addrs, 8, build, outputs, views)
+	dir16 := runApp(t, addrs, 16, build, outputs, views)
+	topo := build("in")
+	old, run16 := readState(t, dir8, topo), readState(t, dir16, topo)
 	for _, name := range []string{"page-counts", "user-sessions"} {
 		if len(old.entries[name]) != 8 || len(run16.entries[name]) < 9 {
 			t.Fatalf("%s: entries in %d and %d partitions: the runs did not spread their keys", name, len(old.entries[name]), len(run16.entries[name]))
