@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -217,6 +218,49 @@ func redistribute(t *testing.T, old partitioned, n int32, route router) partitio
 	return moved
 }
 
+// checkTimes checks the merged time states of moved against the old
+// tasks' and the new run's: laid out anew for the widths of its
+// inputs (groups: store → old widths, new widths), a merged state loads
+// where the run's own does, and its watermark is the earliest of the old
+// tasks'.
+func checkTimes(t *testing.T, old, moved, run partitioned, groups map[string][2][]int) {
+	t.Helper()
+	if len(run.times) != len(groups) || len(old.times) != len(groups) {
+		t.Fatalf("time states in %d and %d stores, want %d", len(old.times), len(run.times), len(groups))
+	}
+	sum := func(ws []int) (n int) {
+		for _, w := range ws {
+			n += w
+		}
+		return n
+	}
+	for name, g := range groups {
+		b, err := rescale.ResizeTimeState(moved.times[name][0], g[0], g[1])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, want, err := decode(run.times[name][0], sum(g[1]))
+		if err != nil {
+			t.Fatalf("%s: the new run's own time state: %v", name, err)
+		}
+		_, got, err := decode(b, want.Inputs())
+		if err != nil {
+			t.Fatalf("%s: the merged time state does not load where the new run's does: %v", name, err)
+		}
+		lo := int64(math.MaxInt64)
+		for _, v := range old.times[name] {
+			_, tr, err := decode(v, sum(g[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo = min(lo, tr.Watermark())
+		}
+		if got.Watermark() != lo || lo == window.NoWatermark {
+			t.Fatalf("%s: merged watermark %d, the earliest of the old tasks' %d", name, got.Watermark(), lo)
+		}
+	}
+}
+
 // differences lists where two runs' entries differ (at most a few).
 func differences(got, want partitioned) []string {
 	var bad []string
@@ -245,18 +289,18 @@ func differences(got, want partitioned) []string {
 	return bad[:min(len(bad), 6)]
 }
 
-// TestRescalePageViews8To16 runs pageviews over 8 partitions and over 16,
-// from the same views (users and pages of every key length, UUIDs,
-// non-UTF-8 users; all in one minute, so no window closes in either run),
-// reads both runs' stores, redistributes the 8-partition run's entries to
-// 16 with Route, and finds every entry — windows, sessions, their timer
-// and expiry index entries — on the partition where the 16-partition run
-// has it, with the same value. The merged time states decode as the
-// 16-partition run's tasks read theirs, once laid out for the new width of
-// the repartition topic.
-func TestRescalePageViews8To16(t *testing.T) {
+// TestRescalePageViews runs pageviews over 8 partitions and over 16 (and
+// over 12 and 4), from the same views (users and pages of every key
+// length, UUIDs, non-UTF-8 users; all in one minute, so no window closes
+// in either run), reads both runs' stores, redistributes the first run's
+// entries to the second's count with Route, and finds every entry —
+// windows, sessions, their expiry index entries — on the partition where
+// the second run has it, with the same value. The merged time states load
+// as the second run's tasks load theirs, once laid out for the new width
+// of the repartition topic.
+func TestRescalePageViews(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs pageviews twice against a broker")
+		t.Skip("runs pageviews against a broker")
 	}
 	addrs := testbroker.Addrs(t)
 	users := testkeys.Bytes()
@@ -275,82 +319,55 @@ func TestRescalePageViews8To16(t *testing.T) {
 			views = append(views, &kgo.Record{Key: u, Value: v, Timestamp: time.UnixMilli(ts)})
 		}
 	}
-
 	build := func(in string) *topology.Topology {
 		return examples.PageViews(in, in+"-min", in+"-late", in+"-sess", in+"-dlq")
 	}
 	outputs := []string{"-min", "-late", "-sess", "-dlq"}
-	dir8 := runApp(t, addrs, 8, build, outputs, views)
-	dir16 := runApp(t, addrs, 16, build, outputs, views)
 	topo := build("in")
-	old, run16 := readState(t, dir8, topo), readState(t, dir16, topo)
-	for _, name := range []string{"page-counts", "user-sessions"} {
-		if len(old.entries[name]) != 8 || len(run16.entries[name]) < 9 {
-			t.Fatalf("%s: entries in %d and %d partitions: the runs did not spread their keys", name, len(old.entries[name]), len(run16.entries[name]))
-		}
-	}
-
-	moved := redistribute(t, old, 16, rescale.Route)
-	for name, parts := range moved.entries {
-		byPrefix := map[byte]int{}
-		for _, kvs := range parts {
-			for k := range kvs {
-				byPrefix[k[0]]++
+	for _, c := range []struct{ from, to int32 }{{8, 16}, {12, 4}} {
+		t.Run(fmt.Sprintf("%dto%d", c.from, c.to), func(t *testing.T) {
+			old := readState(t, runApp(t, addrs, c.from, build, outputs, views), topo)
+			run := readState(t, runApp(t, addrs, c.to, build, outputs, views), topo)
+			for _, name := range []string{"page-counts", "user-sessions"} {
+				if len(old.entries[name]) < int(c.from)/2 || len(run.entries[name]) < int(c.to)/2 {
+					t.Fatalf("%s: entries in %d and %d partitions: the runs did not spread their keys", name, len(old.entries[name]), len(run.entries[name]))
+				}
 			}
-		}
-		t.Logf("%s (%s): entries by prefix byte %v, time states of %d tasks", name, moved.kinds[name], byPrefix, len(old.times[name]))
-	}
-	if bad := differences(moved, run16); len(bad) > 0 {
-		t.Fatalf("redistributed 8 → 16 against the 16-partition run:\n%s", strings.Join(bad, "\n"))
-	}
-
-	// Time states: user-sessions' task reads the input topic (1 input);
-	// page-counts' task reads the repartition topic, one input per
-	// writer: 8, then 16.
-	widths := map[string][2]int{"user-sessions": {1, 1}, "page-counts": {8, 16}}
-	for name, byPart := range run16.times {
-		w, ok := widths[name]
-		if !ok {
-			t.Fatalf("a time state in %s", name)
-		}
-		b, err := rescale.ResizeTimeState(moved.times[name][0], []int{w[0]}, []int{w[1]})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		_, want, err := decode(byPart[0], w[1])
-		if err != nil {
-			t.Fatalf("%s: the 16-partition run's own time state: %v", name, err)
-		}
-		_, got, err := decode(b, want.Inputs())
-		if err != nil {
-			t.Fatalf("%s: the merged time state does not load where the 16-partition run's does: %v", name, err)
-		}
-		lo := int64(1<<63 - 1)
-		for _, v := range old.times[name] {
-			_, tr, err := decode(v, w[0])
-			if err != nil {
-				t.Fatal(err)
+			moved := redistribute(t, old, c.to, rescale.Route)
+			for name, parts := range moved.entries {
+				byPrefix := map[string]int{}
+				for _, kvs := range parts {
+					for k := range kvs {
+						byPrefix[string(k[0])]++
+					}
+				}
+				t.Logf("%s (%s): entries by prefix %v, time states of %d tasks", name, moved.kinds[name], byPrefix, len(old.times[name]))
 			}
-			lo = min(lo, tr.Watermark())
-		}
-		if got.Watermark() != lo || lo == window.NoWatermark {
-			t.Fatalf("%s: merged watermark %d, the earliest of the 8 tasks' %d", name, got.Watermark(), lo)
-		}
-	}
-
-	// Negative controls: routing by the whole store key, or to one
-	// partition fewer, is caught.
-	wrong := map[string]router{
-		"whole store key": func(kind layout.StoreKind, key []byte, n int32) (int32, bool, error) {
-			return keyhash.Partition(key, n), false, nil
-		},
-		"15 partitions": func(kind layout.StoreKind, key []byte, n int32) (int32, bool, error) {
-			return rescale.Route(kind, key, n-1)
-		},
-	}
-	for name, r := range wrong {
-		if bad := differences(redistribute(t, old, 16, r), run16); len(bad) == 0 {
-			t.Errorf("the comparison passes a redistribution by the %s", name)
-		}
+			if bad := differences(moved, run); len(bad) > 0 {
+				t.Fatalf("redistributed %d → %d against the %d-partition run:\n%s", c.from, c.to, c.to, strings.Join(bad, "\n"))
+			}
+			// Time states: user-sessions' task reads the input topic (1
+			// input); page-counts' task reads the repartition topic, one
+			// input per writer.
+			checkTimes(t, old, moved, run, map[string][2][]int{
+				"user-sessions": {{1}, {1}},
+				"page-counts":   {{int(c.from)}, {int(c.to)}},
+			})
+			// Negative controls: routing by the whole store key, or to one
+			// partition fewer, is caught.
+			wrong := map[string]router{
+				"whole store key": func(kind layout.StoreKind, key []byte, n int32) (int32, bool, error) {
+					return keyhash.Partition(key, n), false, nil
+				},
+				"one partition fewer": func(kind layout.StoreKind, key []byte, n int32) (int32, bool, error) {
+					return rescale.Route(kind, key, n-1)
+				},
+			}
+			for name, r := range wrong {
+				if bad := differences(redistribute(t, old, c.to, r), run); len(bad) == 0 {
+					t.Errorf("the comparison passes a redistribution by the %s", name)
+				}
+			}
+		})
 	}
 }
