@@ -193,3 +193,72 @@ func TestRescaleKeyedStateTimersSlidingJoin8To16(t *testing.T) {
 		"rs-join-left": {{8, 8}, {16, 16}},
 	})
 }
+
+// fkJoin joins users (a table from the input: user → page) with pages (a
+// table from in-pages: page → title) by the page, a foreign key.
+func fkJoin(in string) *topology.Topology {
+	t := topology.New()
+	users := topology.TableFrom(t, in, topology.Materialized("rs-users", serde.Bytes, serde.String))
+	pages := topology.TableFrom(t, in+"-pages", topology.Materialized("rs-pages", serde.String, serde.String))
+	joined := topology.JoinTablesByForeignKey(users, pages, func(page string) string { return page },
+		func(page, title string) string { return page + ": " + title },
+		topology.ForeignKeyJoined[string]{Name: "rs-fk", Result: serde.String})
+	topology.To(topology.ToStream(joined), in+"-out", serde.Bytes, serde.String)
+	return t
+}
+
+// TestRescaleForeignKeyJoin8To16: a foreign-key join's subscription
+// store, routed by the foreign key and not by its whole key, lands where a
+// 16-partition run keeps it; so do the tables and the join's results.
+func TestRescaleForeignKeyJoin8To16(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an application twice against a broker")
+	}
+	addrs := testbroker.Addrs(t)
+	pages := append(testkeys.Lengths()[1:40:40], testkeys.UUIDs(4)...)
+	var recs []*kgo.Record
+	for i, p := range pages {
+		recs = append(recs, &kgo.Record{Topic: "-pages", Key: []byte(p), Value: []byte("title " + p[:min(len(p), i%7)])})
+	}
+	users := testkeys.Bytes()
+	for _, u := range testkeys.UUIDs(10) {
+		users = append(users, []byte(u))
+	}
+	for i, u := range users {
+		recs = append(recs, &kgo.Record{Key: u, Value: []byte(pages[(i*5)%len(pages)])})
+	}
+	outputs := []string{"-out"}
+	topo := fkJoin("in")
+	old := readState(t, runApp(t, addrs, 8, fkJoin, outputs, recs), topo)
+	run := readState(t, runApp(t, addrs, 16, fkJoin, outputs, recs), topo)
+
+	// The reader takes the subscription store for a key-value store (it
+	// is declared as one): routed as one, it is misrouted, which the
+	// comparison catches; routed as what it is, it is not.
+	const subs = "rs-fk-subscriptions"
+	if old.kinds[subs] != layout.KindKV && old.kinds[subs] != layout.KindSubscriptions {
+		t.Fatalf("the reader calls %s %q", subs, old.kinds[subs])
+	}
+	old.kinds[subs] = layout.KindKV
+	if bad := differences(redistribute(t, old, 16, rescale.Route), run); len(bad) == 0 {
+		t.Fatal("subscriptions routed as a key-value store land where the run keeps them")
+	}
+	old.kinds[subs] = layout.KindSubscriptions
+	moved := redistribute(t, old, 16, rescale.Route)
+	for name, parts := range moved.entries {
+		n := 0
+		for _, kvs := range parts {
+			n += len(kvs)
+		}
+		t.Logf("%s (%s): %d entries in %d partitions", name, moved.kinds[name], n, len(parts))
+	}
+	if n := len(old.entries[subs]); n < 4 {
+		t.Fatalf("subscriptions in %d partitions", n)
+	}
+	if bad := differences(moved, run); len(bad) > 0 {
+		t.Fatalf("redistributed 8 → 16 against the 16-partition run:\n%s", strings.Join(bad, "\n"))
+	}
+	if len(old.times) > 0 {
+		t.Logf("time states in %d stores", len(old.times))
+	}
+}

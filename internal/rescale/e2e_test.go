@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -50,18 +52,25 @@ func (p partitioned) put(store string, part int32, k, v []byte) {
 	p.entries[store][part][string(k)] = string(v)
 }
 
-// runApp runs the topology build makes for an input topic of n
-// partitions, fed recs with Kafka's default partitioner, in-process until
-// it has committed every record of its input and of its repartition
-// topics, stops it, and returns its state directory.
+// runApp runs the topology build makes for an input topic in of n
+// partitions, fed recs with Kafka's default partitioner (a record's Topic,
+// if set, is a suffix: it goes to in+Topic, another input), in-process
+// until it has committed every record of its inputs and of its
+// repartition topics, stops it, and returns its state directory. outputs
+// are the suffixes of the topics it writes.
 func runApp(t *testing.T, addrs []string, n int32, build func(in string) *topology.Topology, outputs []string, recs []*kgo.Record) string {
 	t.Helper()
 	ctx := t.Context()
 	in := testbroker.Unique(t, fmt.Sprintf("rs-in%d-", n))
-	for _, tp := range append([]string{in}, outputs...) {
-		if tp != in {
-			tp = in + tp
-		}
+	inputs := map[string]bool{in: true}
+	for _, r := range recs {
+		inputs[in+r.Topic] = true
+	}
+	topics := slices.Collect(maps.Keys(inputs))
+	for _, o := range outputs {
+		topics = append(topics, in+o)
+	}
+	for _, tp := range topics {
 		if err := broker.CreateTopic(ctx, addrs, tp, n, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +84,7 @@ func runApp(t *testing.T, addrs []string, n int32, build func(in string) *topolo
 	}
 	defer cl.Close()
 	for _, r := range recs {
-		cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+		cl.Produce(ctx, &kgo.Record{Topic: in + r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -99,7 +108,7 @@ func runApp(t *testing.T, addrs []string, n int32, build func(in string) *topolo
 			t.Fatalf("the app over %d partitions stopped before it caught up: %v", n, err)
 		case <-time.After(100 * time.Millisecond):
 		}
-		caughtUp = committedAll(rctx, adm, appID, in)
+		caughtUp = committedAll(rctx, adm, appID, inputs)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -109,20 +118,20 @@ func runApp(t *testing.T, addrs []string, n int32, build func(in string) *topolo
 }
 
 // committedAll says whether group appID has committed every record of
-// the input topic in and of its repartition topics (whose last offset may
+// its input topics and of its repartition topics (whose last offset may
 // be a transaction marker).
-func committedAll(ctx context.Context, adm *kadm.Client, appID, in string) bool {
+func committedAll(ctx context.Context, adm *kadm.Client, appID string, inputs map[string]bool) bool {
 	topics, err := adm.ListTopics(ctx)
 	if err != nil {
 		return false
 	}
-	watch := []string{in}
+	watch := slices.Collect(maps.Keys(inputs))
 	for _, tp := range topics.Names() {
 		if strings.HasPrefix(tp, appID+"-") && strings.HasSuffix(tp, "-repartition") {
 			watch = append(watch, tp)
 		}
 	}
-	if len(watch) == 1 {
+	if len(watch) == len(inputs) {
 		return false // not made yet
 	}
 	ends, err := adm.ListEndOffsets(ctx, watch...)
@@ -139,7 +148,7 @@ func committedAll(ctx context.Context, adm *kadm.Client, appID, in string) bool 
 			return
 		}
 		slack := int64(1)
-		if o.Topic == in {
+		if inputs[o.Topic] {
 			slack = 0
 		}
 		if c, found := committed.Lookup(o.Topic, o.Partition); !found || c.At < o.Offset-slack {
