@@ -15,7 +15,8 @@
 //
 //	p, perTask, err := rescale.Route(layout.KindWindow, key, 16)
 //	v, err := rescale.Merge(layout.KindWindow, key, oldValues)
-//	v, err = rescale.ResizeTimeState(v, []int{1, 8}, []int{1, 16})
+//	old := rescale.TimeInputGroups(sub, func(string) int { return 8 })
+//	v, err = rescale.ResizeTimeState(v, old, rescale.TimeInputGroups(sub, func(string) int { return 16 }))
 //
 // # Routing
 //
@@ -63,7 +64,8 @@
 // The merged tracker has the old trackers' number of inputs; where the new
 // task's inputs have other widths (a repartition topic of 8 partitions is
 // 8 inputs, of 16 is 16), ResizeTimeState lays it out anew, each group of
-// inputs idle if it was idle before.
+// inputs idle if it was idle before; TimeInputGroups gives the groups of a
+// sub-topology's tasks for given partition counts.
 //
 // A keyed state's clock merges to the latest: it is the latest time an
 // expiry decision was made at, and no entry that moves was written after

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/keyhash"
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/rescale"
@@ -228,14 +229,27 @@ func redistribute(t *testing.T, old partitioned, n int32, route router) partitio
 }
 
 // checkTimes checks the merged time states of moved against the old
-// tasks' and the new run's: laid out anew for the widths of its
-// inputs (groups: store → old widths, new widths), a merged state loads
-// where the run's own does, and its watermark is the earliest of the old
-// tasks'.
-func checkTimes(t *testing.T, old, moved, run partitioned, groups map[string][2][]int) {
+// tasks' and the new run's: laid out anew for the widths of its inputs
+// (TimeInputGroups, from the plan of topo, every repartition topic as
+// wide as the input: from, then to), a merged state loads where the new
+// run's own does, and its watermark is the earliest of the old tasks'.
+func checkTimes(t *testing.T, old, moved, run partitioned, topo *topology.Topology, from, to int32) {
 	t.Helper()
+	built, err := topo.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := map[string][2][]int{}
+	for _, sub := range exec.BuiltPlan(built).Subs {
+		if sub.TimeStore != "" {
+			groups[sub.TimeStore] = [2][]int{
+				rescale.TimeInputGroups(sub, func(string) int { return int(from) }),
+				rescale.TimeInputGroups(sub, func(string) int { return int(to) }),
+			}
+		}
+	}
 	if len(run.times) != len(groups) || len(old.times) != len(groups) {
-		t.Fatalf("time states in %d and %d stores, want %d", len(old.times), len(run.times), len(groups))
+		t.Fatalf("time states in %d and %d stores, the plan has %d", len(old.times), len(run.times), len(groups))
 	}
 	sum := func(ws []int) (n int) {
 		for _, w := range ws {
@@ -250,7 +264,7 @@ func checkTimes(t *testing.T, old, moved, run partitioned, groups map[string][2]
 		}
 		_, want, err := decode(run.times[name][0], sum(g[1]))
 		if err != nil {
-			t.Fatalf("%s: the new run's own time state: %v", name, err)
+			t.Fatalf("%s: the new run's own time state, read with the inputs TimeInputGroups gives: %v", name, err)
 		}
 		_, got, err := decode(b, want.Inputs())
 		if err != nil {
@@ -260,13 +274,14 @@ func checkTimes(t *testing.T, old, moved, run partitioned, groups map[string][2]
 		for _, v := range old.times[name] {
 			_, tr, err := decode(v, sum(g[0]))
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("%s: an old task's time state, read with the inputs TimeInputGroups gives: %v", name, err)
 			}
 			lo = min(lo, tr.Watermark())
 		}
 		if got.Watermark() != lo || lo == window.NoWatermark {
 			t.Fatalf("%s: merged watermark %d, the earliest of the old tasks' %d", name, got.Watermark(), lo)
 		}
+		t.Logf("time state in %s: inputs %v → %v, watermark %d", name, g[0], g[1], lo)
 	}
 }
 
@@ -355,13 +370,7 @@ func TestRescalePageViews(t *testing.T) {
 			if bad := differences(moved, run); len(bad) > 0 {
 				t.Fatalf("redistributed %d → %d against the %d-partition run:\n%s", c.from, c.to, c.to, strings.Join(bad, "\n"))
 			}
-			// Time states: user-sessions' task reads the input topic (1
-			// input); page-counts' task reads the repartition topic, one
-			// input per writer.
-			checkTimes(t, old, moved, run, map[string][2][]int{
-				"user-sessions": {{1}, {1}},
-				"page-counts":   {{int(c.from)}, {int(c.to)}},
-			})
+			checkTimes(t, old, moved, run, topo, c.from, c.to)
 			// Negative controls: routing by the whole store key, or to one
 			// partition fewer, is caught.
 			wrong := map[string]router{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/keyhash"
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/window"
@@ -219,4 +220,24 @@ func ResizeTimeState(b []byte, old, new []int) ([]byte, error) {
 		return nil, fmt.Errorf("rescale: time state: %w", err)
 	}
 	return layout.AppendTimeState(nil, ts.streamTime, tr), nil
+}
+
+// TimeInputGroups returns the widths of the input groups of the tracker of
+// a task of sub (ResizeTimeState's old or new), as internal/task's clock
+// lays them out: per source, per topic, 1 for a user topic, and for a
+// repartition topic (named as in the plan, without the application id)
+// width(topic), its partition count, at least 1. The end-to-end tests hold
+// it to the tasks' own time states.
+func TimeInputGroups(sub *exec.SubTopology, width func(topic string) int) []int {
+	var groups []int
+	for _, src := range sub.Sources {
+		for _, topic := range src.Topics {
+			w := 1
+			if src.Internal {
+				w = max(1, width(topic))
+			}
+			groups = append(groups, w)
+		}
+	}
+	return groups
 }
