@@ -143,3 +143,35 @@ func TestRecordKeyRejects(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRecordKey: RecordKey never panics on any bytes in any layout, and a
+// record key it finds is a run of the store key's own bytes, which for
+// the layouts with a length prefix is the run the prefix says.
+func FuzzRecordKey(f *testing.F) {
+	for _, bs := range entryBuilders {
+		for _, build := range bs {
+			f.Add(build([]byte("k"), 7, 3))
+			f.Add(build(testkeys.Bytes()[130], -1, 0))
+		}
+	}
+	f.Add([]byte("T"))
+	f.Add([]byte{0x80, 0x80, 0x80})
+	kinds := append([]StoreKind{KindKV, KindSubscriptions, KindState, "other"}, TimeStateKinds...)
+	f.Fuzz(func(t *testing.T, key []byte) {
+		for _, kind := range kinds {
+			kb, perTask, err := RecordKey(kind, key)
+			switch {
+			case err != nil:
+				if !errors.Is(err, ErrUnknownKey) || kb != nil || perTask {
+					t.Fatalf("%s %x: %x, %v, %v", kind, key, kb, perTask, err)
+				}
+			case perTask:
+				if kb != nil || len(key) != 1 {
+					t.Fatalf("%s %x: per task with %x", kind, key, kb)
+				}
+			case !bytes.Contains(key, kb):
+				t.Fatalf("%s %x: record key %x is not in it", kind, key, kb)
+			}
+		}
+	})
+}
