@@ -241,3 +241,26 @@ func TimeInputGroups(sub *exec.SubTopology, width func(topic string) int) []int 
 	}
 	return groups
 }
+
+// Sources returns the old partitions, of oldN, whose keys can belong to
+// partition p of newN: those congruent to p modulo gcd(oldN, newN), since
+// a key's hash h with h mod newN = p and h mod oldN = o has h ≡ p and
+// h ≡ o modulo their gcd. Merging the per-task values of these old tasks
+// only, rather than of all, is as safe (no key of another old task can
+// reach p) and keeps more: for 8 → 16 a new task has one source, and its
+// watermark is its source's.
+func Sources(p, oldN, newN int32) []int32 {
+	g := gcd(oldN, newN)
+	var olds []int32
+	for o := p % g; o < oldN; o += g {
+		olds = append(olds, o)
+	}
+	return olds
+}
+
+func gcd(a, b int32) int32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -240,4 +241,39 @@ func ExampleRoute() {
 	// Output:
 	// true false <nil>
 	// true
+}
+
+// TestSources: every key of new partition p came from one of Sources(p),
+// and every source sends some key there (so none is left out for
+// nothing), for 8 → 16, 12 → 4, 8 → 12 and the rest.
+func TestSources(t *testing.T) {
+	keys := keys()
+	for i := range 20_000 {
+		keys = append(keys, fmt.Appendf(nil, "user-%d", i))
+	}
+	for _, from := range counts {
+		for _, to := range counts {
+			seen := map[[2]int32]bool{}
+			for _, kb := range keys {
+				p, o := processor.KeyPartition(kb, to), processor.KeyPartition(kb, from)
+				if !slices.Contains(rescale.Sources(p, from, to), o) {
+					t.Fatalf("%d → %d: key %x goes from %d to %d, not among the sources %v", from, to, kb, o, p, rescale.Sources(p, from, to))
+				}
+				seen[[2]int32{p, o}] = true
+			}
+			for p := range to {
+				for _, o := range rescale.Sources(p, from, to) {
+					if !seen[[2]int32{p, o}] {
+						t.Errorf("%d → %d: source %d of %d sent no key there", from, to, o, p)
+					}
+				}
+			}
+		}
+	}
+	if got := rescale.Sources(3, 8, 16); !slices.Equal(got, []int32{3}) {
+		t.Errorf("8 → 16: the sources of 3 are %v", got)
+	}
+	if got := rescale.Sources(1, 12, 4); !slices.Equal(got, []int32{1, 5, 9}) {
+		t.Errorf("12 → 4: the sources of 1 are %v", got)
+	}
 }
