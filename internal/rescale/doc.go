@@ -70,9 +70,9 @@
 // Which old tasks' values to merge: all of them is always safe. Sources
 // narrows them to the old tasks whose keys can reach the new task (for
 // 8 → 16 one, for 12 → 4 three), which is as safe, since no other old
-// task's key can reach it, and keeps the watermark higher. A task that
-// left no time state saw no record and holds no window; it constrains
-// nothing.
+// task's key can reach it, and keeps the watermark higher. An old task
+// that left no time state never committed a record, so it holds no state
+// of any key and constrains nothing: merge the values that exist.
 //
 // A keyed state's clock merges to the latest: it is the latest time an
 // expiry decision was made at, and no entry that moves was written after
