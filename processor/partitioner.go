@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/keyhash"
 )
 
 // partitioner sends changelog records to the task's partition and the rest
@@ -24,7 +25,7 @@ func (p *partitioner) ForTopic(t string) kgo.TopicPartitioner {
 
 // topicPartitioner sends watermark records, which name their partition,
 // where they say; records with a key by Kafka's default (murmur2) hash of
-// it (keyHasher), so that repartition topics and co-partitioned user topics
+// it (internal/keyhash), so that repartition topics and co-partitioned user topics
 // agree; and
 // records without a key to one partition after another, a batch's worth to
 // each, as Kafka's uniform sticky partitioner does.
@@ -56,7 +57,7 @@ func (p *topicPartitioner) Partition(r *kgo.Record, n int) int {
 	case isWatermark(r):
 		return p.manual.Partition(r, n)
 	case r.Key != nil:
-		return keyHasher.Partition(r, n)
+		return keyhash.Hasher.Partition(r, n)
 	}
 	if p.next < 0 {
 		p.next = mrand.IntN(n) // instances start apart

@@ -8,9 +8,8 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/keyhash"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/store"
 )
@@ -140,21 +139,11 @@ func (q *queries) setRouting(m map[task.ID]string) {
 	q.mu.Unlock()
 }
 
-// keyHasher is the partitioner sluice's producer uses for every keyed
-// record (partitioner.go's topicPartitioner; franz-go's sticky-key partitioner,
-// which for a non-nil key is Kafka's murmur2, as the Java client), so a
-// store key is found on the partition its records were written to.
-// Partition is pure for non-nil keys, so it is shared.
-var keyHasher = kgo.StickyKeyPartitioner(nil).ForTopic("")
-
 // KeyPartition is the partition a key goes to among n: Kafka's default
-// partitioner (murmur2).
-func KeyPartition(key []byte, n int32) int32 {
-	if key == nil {
-		key = []byte{} // a nil key would be sprayed, not hashed
-	}
-	return int32(keyHasher.Partition(&kgo.Record{Key: key}, int(n)))
-}
+// partitioner (murmur2), the one sluice's producer writes keyed records
+// with (internal/keyhash), so a store key is found on the partition its
+// records were written to.
+func KeyPartition(key []byte, n int32) int32 { return keyhash.Partition(key, n) }
 
 // Location says where a partition of a store is.
 type Location struct {
