@@ -71,7 +71,25 @@ func TakeSavepoint(ctx context.Context, appID, dir string, opts ...Opt) (*savepo
 		o.apply(&cfg)
 	}
 	cfg.appID = appID
-	if appID == "" {
+	return takeSavepoint(ctx, &cfg, dir)
+}
+
+// TakeSavepoint is the function TakeSavepoint for the application a runs,
+// with a's brokers, client options and logger: what POST /savepoint
+// (processor/serve) calls. opts add SavepointContinue and SavepointTimeout.
+// With a stop (no SavepointContinue), a's own Run returns nil too.
+func (a *App) TakeSavepoint(ctx context.Context, dir string, opts ...Opt) (*savepoint.Manifest, error) {
+	cfg := a.cfg
+	cfg.spContinue, cfg.spTimeout = false, 0
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	cfg.appID = a.cfg.appID
+	return takeSavepoint(ctx, &cfg, dir)
+}
+
+func takeSavepoint(ctx context.Context, cfg *config, dir string) (*savepoint.Manifest, error) {
+	if cfg.appID == "" {
 		return nil, errors.New("processor: savepoint: application.id is required")
 	}
 	if cfg.spTimeout <= 0 {
@@ -81,7 +99,7 @@ func TakeSavepoint(ctx context.Context, appID, dir string, opts ...Opt) (*savepo
 	if err != nil {
 		return nil, err
 	}
-	c := &coordinator{cfg: &cfg, w: w, log: cfg.logger}
+	c := &coordinator{cfg: cfg, w: w, log: cfg.logger}
 	m, err := c.run(ctx)
 	if err != nil {
 		w.Abort()
