@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +123,7 @@ func startSP(t *testing.T, addrs []string, tp func() *topology.Topology, appID s
 	s := &spInstances{done: make(chan error, n), cancel: cancel}
 	for i := range n {
 		app, err := processor.New(tp(), processor.ApplicationID(appID), processor.Brokers(addrs...),
-			processor.StateDir(t.TempDir()), processor.InstanceID(fmt.Sprintf("i%d", i)))
+			processor.StateDir(t.TempDir()), processor.InstanceID(fmt.Sprintf("i%d", i)), spLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -534,4 +535,71 @@ func TestSavepointCutInFlight(t *testing.T) {
 			t.Fatal("an instance did not stop after the savepoint")
 		}
 	}
+}
+
+// TestSavepointDeadCoordinator: a request whose coordinator died (no
+// release ever comes) pauses the instances, which answer, and they resume
+// by themselves after the request's deadline: input produced while they
+// were paused is processed, and Run goes on.
+func TestSavepointDeadCoordinator(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "spd-in"), uniq(t, "spd-out")
+	setup(t, addrs, 2, in, out)
+	appID := uniq(t, "spd")
+	insts := startSP(t, addrs, func() *topology.Topology { return spTopo(in, out) }, appID, 2, nil)
+	committedIn := func() int64 {
+		var n int64
+		for _, o := range groupOffsets(t, addrs, appID, in) {
+			n += o.At
+		}
+		return n
+	}
+	produceSP(t, addrs, in, 0, 50, false)
+	waitFor(t, 60*time.Second, "the first input committed", func() bool { return committedIn() == 50 })
+
+	control := appID + "-savepoint-control"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(control), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := fmt.Sprintf(`{"type":"request","id":"dead","to":"/nowhere","deadline":%q}`, time.Now().Add(time.Second).Format(time.RFC3339Nano))
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: control, Key: []byte("dead"), Value: []byte(req)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	paused := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(paused) < 2 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if strings.Contains(string(r.Value), `"type":"paused"`) && strings.Contains(string(r.Value), `"id":"dead"`) {
+				paused[string(r.Value)] = true
+			}
+		})
+	}
+	if len(paused) < 2 {
+		t.Fatalf("the instances did not answer the request: %v", paused)
+	}
+	resumeAt := time.Now().Add(time.Second + 10*time.Second) // the deadline, the margin
+	produceSP(t, addrs, in, 50, 50, false)
+	// While paused nothing of the new input commits. (Checked only
+	// while the resume is surely ahead: a stalled machine skips it.)
+	time.Sleep(500 * time.Millisecond)
+	if n := committedIn(); time.Now().Before(resumeAt.Add(-5*time.Second)) && n != 50 {
+		t.Fatalf("paused instances committed input: %d, want 50", n)
+	}
+	waitFor(t, 60*time.Second, "input committed after the deadline", func() bool { return committedIn() == 100 })
+	select {
+	case err := <-insts.done:
+		t.Fatalf("an instance stopped: %v", err)
+	default:
+	}
+}
+
+// spLogger logs to the test with SLUICE_TEST_LOG set.
+func spLogger(t *testing.T) processor.Opt {
+	if os.Getenv("SLUICE_TEST_LOG") == "" {
+		return processor.Logger(slog.New(slog.DiscardHandler))
+	}
+	return processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
