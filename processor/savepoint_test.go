@@ -29,9 +29,16 @@ import (
 
 // spTopo counts records per input key behind two repartition topics, in a
 // key-value store ("totals") and in tumbling 1s windows ("counts").
-func spTopo(in, out string) *topology.Topology {
+func spTopo(in, out string) *topology.Topology { return spTopoV(in, out, false) }
+
+// spTopoV is spTopo, with upper a different topology of the same topics
+// and stores (its values upper-cased before counting).
+func spTopoV(in, out string, upper bool) *topology.Topology {
 	tp := topology.New()
 	s := topology.From(tp, in, serde.Bytes, serde.String)
+	if upper {
+		s = topology.MapValues(s, strings.ToUpper)
+	}
 	g := topology.GroupBy(s, func(k []byte, _ string) []byte { return k }, topology.Grouped("by-key", serde.Bytes, serde.String))
 	g2 := topology.GroupBy(s, func(k []byte, _ string) []byte { return k }, topology.Grouped("by-key-2", serde.Bytes, serde.String))
 	topology.Count(g2, topology.Materialized("totals", serde.Bytes, serde.Int64))
@@ -602,4 +609,29 @@ func spLogger(t *testing.T) processor.Opt {
 		return processor.Logger(slog.New(slog.DiscardHandler))
 	}
 	return processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+}
+
+// TestSavepointDifferentTopologies: two instances of one application
+// running different topologies (a rolling upgrade half done) are refused
+// by name, nothing is written, and they go on.
+func TestSavepointDifferentTopologies(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "spt-in"), uniq(t, "spt-out")
+	setup(t, addrs, 2, in, out)
+	appID := uniq(t, "spt")
+	n := 0
+	insts := startSP(t, addrs, func() *topology.Topology { n++; return spTopoV(in, out, n == 2) }, appID, 2, nil)
+	produceSP(t, addrs, in, 0, 50, false)
+	waitFor(t, 60*time.Second, "the input processed", func() bool { return insts.processed() >= 50 })
+	dir := filepath.Join(t.TempDir(), "sp")
+	_, err := processor.TakeSavepoint(context.Background(), appID, dir, processor.Brokers(addrs...), processor.SavepointTimeout(20*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "instances run different topologies") {
+		t.Fatalf("different topologies: %v", err)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+		t.Fatalf("a refused savepoint left %s", dir)
+	}
+	before := insts.processed()
+	produceSP(t, addrs, in, 50, 50, false)
+	waitFor(t, 60*time.Second, "input after the refusal processed", func() bool { return insts.processed() >= before+50 })
 }
