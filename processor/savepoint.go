@@ -54,6 +54,10 @@ func SavepointContinue() Opt { return opt(func(c *config) { c.spContinue = true 
 // TakeSavepoint reads it.
 func SavepointTimeout(d time.Duration) Opt { return opt(func(c *config) { c.spTimeout = d }) }
 
+// noInstanceWait is how long the coordinator waits for a member to appear
+// in an empty group before it says no instance runs.
+const noInstanceWait = 5 * time.Second
+
 // ErrSavepoint is wrapped by the errors of TakeSavepoint after the request
 // was sent: the application was released and goes on.
 var ErrSavepoint = errors.New("processor: savepoint failed")
@@ -239,16 +243,21 @@ func (c *coordinator) waitPaused(ctx context.Context) (map[string]spMessage, *sp
 			continue
 		}
 		g, ok := groups[c.cfg.appID]
-		if !ok || g.Err != nil {
+		if !ok {
 			continue
 		}
-		members = g.Members
-		if g.State == "Dead" || g.State == "Empty" {
-			if time.Since(c.deadline.Add(-c.cfg.spTimeout)) > 5*time.Second {
-				return nil, nil, fmt.Errorf("no instance of application %s is running (group %s)", c.cfg.appID, g.State)
+		empty := g.State == "Dead" || g.State == "Empty" || errors.Is(g.Err, kerr.GroupIDNotFound)
+		if empty {
+			// Given a few seconds: an instance may be (re)joining.
+			if time.Since(c.deadline.Add(-c.cfg.spTimeout)) > noInstanceWait {
+				return nil, nil, fmt.Errorf("no instance of application %s is running (its group %s has no member)", c.cfg.appID, c.cfg.appID)
 			}
 			continue
 		}
+		if g.Err != nil {
+			continue
+		}
+		members = g.Members
 		if g.State != "Stable" || len(members) == 0 {
 			continue
 		}

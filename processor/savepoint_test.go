@@ -456,6 +456,16 @@ func TestSavepointRefusals(t *testing.T) {
 		t.Fatalf("existing directory: %v", err)
 	}
 
+	// No instance running: refused once the group stays empty, well
+	// within the timeout.
+	none := filepath.Join(t.TempDir(), "none")
+	if _, err := processor.TakeSavepoint(context.Background(), appID, none, processor.Brokers(addrs...), processor.SavepointTimeout(30*time.Second)); err == nil || !strings.Contains(err.Error(), "no instance of application") {
+		t.Fatalf("no instance running: %v", err)
+	}
+	if _, err := os.Stat(none); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused savepoint left %s", none)
+	}
+
 	produceSP(t, addrs, in, 0, 200, false)
 	insts := startSP(t, addrs, func() *topology.Topology { return spTopo(in, out) }, appID, 2, func(i int, a *processor.App) {
 		if i == 1 {
