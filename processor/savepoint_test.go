@@ -121,6 +121,7 @@ type spInstances struct {
 	apps   []*processor.App
 	done   chan error
 	cancel context.CancelFunc
+	stop   []context.CancelFunc // each instance's
 	wg     sync.WaitGroup
 }
 
@@ -138,7 +139,9 @@ func startSP(t *testing.T, addrs []string, tp func() *topology.Topology, appID s
 			setup(i, app)
 		}
 		s.apps = append(s.apps, app)
-		s.wg.Go(func() { s.done <- app.Run(ctx) })
+		ictx, icancel := context.WithCancel(ctx)
+		s.stop = append(s.stop, icancel)
+		s.wg.Go(func() { s.done <- app.Run(ictx) })
 	}
 	t.Cleanup(func() { cancel(); s.wg.Wait() })
 	return s
@@ -644,4 +647,82 @@ func TestSavepointDifferentTopologies(t *testing.T) {
 	before := insts.processed()
 	produceSP(t, addrs, in, 50, 50, false)
 	waitFor(t, 60*time.Second, "input after the refusal processed", func() bool { return insts.processed() >= before+50 })
+}
+
+// TestSavepointRebalance: an instance leaves the group while the other is
+// paused and the coordinator waits for the one that does not answer: the
+// group rebalances, the paused instance answers again for the new
+// generation, with every task now its own, and the savepoint is taken from
+// it alone, with a consistent cut.
+func TestSavepointRebalance(t *testing.T) {
+	addrs := testBrokers(t)
+	in, out := uniq(t, "spb-in"), uniq(t, "spb-out")
+	setup(t, addrs, 4, in, out)
+	appID := uniq(t, "spb")
+	produceSP(t, addrs, in, 0, 500, true)
+	insts := startSP(t, addrs, func() *topology.Topology { return spTopo(in, out) }, appID, 2, func(i int, a *processor.App) {
+		if i == 1 {
+			processor.IgnoreSavepoints(a)
+		}
+	})
+	waitFor(t, 60*time.Second, "input processed", func() bool { return insts.processed() >= 300 })
+	dir := filepath.Join(t.TempDir(), "sp")
+	type result struct {
+		m   *savepoint.Manifest
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		m, err := processor.TakeSavepoint(context.Background(), appID, dir, processor.Brokers(addrs...), processor.SavepointTimeout(50*time.Second))
+		res <- result{m, err}
+	}()
+	// Once instance 0 answered, instance 1 goes (a static member: the
+	// group notices after the session timeout).
+	control := appID + "-savepoint-control"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(control), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	for answered := false; !answered; {
+		if ctx.Err() != nil {
+			t.Fatal("instance 0 did not answer")
+		}
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			answered = answered || strings.Contains(string(r.Value), `"type":"paused"`)
+		})
+	}
+	insts.stop[1]()
+	if err := <-insts.done; err != nil {
+		t.Fatalf("instance 1: %v", err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case err := <-insts.done:
+		if err != nil {
+			t.Fatalf("instance 0: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("instance 0 did not stop")
+	}
+	sp, err := savepoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkCut(addrs, sp, in, inputBelow(t, addrs, r.m, in)); err != nil {
+		t.Fatal(err)
+	}
+	// The offsets are the group's; the metadata (the committing member's
+	// id) may be instance 0's re-commit of the same offsets.
+	committed := groupOffsets(t, addrs, appID, in)
+	for _, o := range r.m.Input(in).Offsets {
+		if c := committed[o.Partition]; c.At != o.Offset {
+			t.Errorf("partition %d: manifest %+v, group committed %d", o.Partition, o, c.At)
+		}
+	}
 }
