@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -98,6 +99,10 @@ func takeSavepoint(ctx context.Context, cfg *config, dir string) (*savepoint.Man
 	}
 	if cfg.spTimeout <= 0 {
 		cfg.spTimeout = DefaultSavepointTimeout
+	}
+	// Absolute: the instances log where the savepoint went.
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
 	}
 	w, err := savepoint.Create(dir)
 	if err != nil {
