@@ -41,7 +41,7 @@ const (
 // spMargin is how long past a request's deadline an instance stays paused
 // waiting for the release: the coordinator gives up at the deadline and
 // releases, so this only matters when it died.
-const spMargin = 10 * time.Second
+var spMargin = 10 * time.Second
 
 // spMessage is one record of the control topic, JSON, keyed by the
 // savepoint's id. Unknown fields are ignored, so that the protocol can grow.

@@ -562,6 +562,8 @@ func TestSavepointCutInFlight(t *testing.T) {
 // by themselves after the request's deadline: input produced while they
 // were paused is processed, and Run goes on.
 func TestSavepointDeadCoordinator(t *testing.T) {
+	// Restored after the instances stopped (cleanups run last first).
+	t.Cleanup(processor.SetSavepointMargin(3 * time.Second))
 	addrs := testBrokers(t)
 	in, out := uniq(t, "spd-in"), uniq(t, "spd-out")
 	setup(t, addrs, 2, in, out)
@@ -600,12 +602,12 @@ func TestSavepointDeadCoordinator(t *testing.T) {
 	if len(paused) < 2 {
 		t.Fatalf("the instances did not answer the request: %v", paused)
 	}
-	resumeAt := time.Now().Add(time.Second + 10*time.Second) // the deadline, the margin
+	resumeAt := time.Now().Add(time.Second + 3*time.Second) // the deadline, the margin
 	produceSP(t, addrs, in, 50, 50, false)
 	// While paused nothing of the new input commits. (Checked only
 	// while the resume is surely ahead: a stalled machine skips it.)
 	time.Sleep(500 * time.Millisecond)
-	if n := committedIn(); time.Now().Before(resumeAt.Add(-5*time.Second)) && n != 50 {
+	if n := committedIn(); time.Now().Before(resumeAt.Add(-2*time.Second)) && n != 50 {
 		t.Fatalf("paused instances committed input: %d, want 50", n)
 	}
 	waitFor(t, 60*time.Second, "input committed after the deadline", func() bool { return committedIn() == 100 })
