@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -47,6 +48,11 @@ type App struct {
 	// static member's last join metadata (standby.go).
 	local localState
 	memo  *joinMemo
+	// spc reads the savepoint control topic (savepoint_member.go);
+	// spStopped is the directory of the savepoint that stopped Run.
+	spc       *spControl
+	spStopped atomic.Pointer[string]
+	spDeaf    atomic.Bool // tests: ignore savepoint requests
 }
 
 // New validates the configuration and the topology. It starts nothing.
@@ -101,6 +107,12 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	// Savepoints: without the control topic (an ACL refusing it) the
+	// instance still runs; a savepoint then names it as not answering.
+	if a.spc, err = a.startSavepointControl(ctx); err != nil {
+		a.log.Warn("savepoint: no control topic; this instance cannot take part in savepoints", "err", err)
+	}
+	defer a.spc.close()
 	a.bnd.began = time.Now()
 	if err := a.takeBounds(ctx); err != nil {
 		return err

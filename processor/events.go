@@ -28,6 +28,9 @@ func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 		return false, nil
 	}
 	for _, e := range evs {
+		if e.savepoint {
+			continue // it only woke the loop (savepoint_member.go)
+		}
 		if e.standby != nil {
 			m.wantStandby = e.standby
 			m.syncStandbys()

@@ -103,6 +103,8 @@ func (m *member) loop(ctx context.Context) error {
 		})
 		// Bounded runs: records past the ends are cut (bounded.go).
 		m.trimBounded(batches)
+		// Savepoints: user input polled after the pause waits.
+		m.cutPausedInput(batches)
 		if perr == nil {
 			start := time.Now()
 			var n int
@@ -153,6 +155,10 @@ func (m *member) loop(ctx context.Context) error {
 			if err := m.closeRevoked(ctx); err != nil {
 				return err
 			}
+		}
+		// Savepoints: pause, answer, resume or stop (savepoint_member.go).
+		if stop, err := m.stepSavepoint(ctx); err != nil || stop {
+			return err
 		}
 	}
 }

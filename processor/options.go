@@ -47,6 +47,8 @@ type config struct {
 	foldUpdates      bool          // fold.updates
 	bounded          bool          // Bounded, BoundedUntil (bounded.go)
 	until            time.Time
+	spContinue       bool          // SavepointContinue (savepoint.go)
+	spTimeout        time.Duration // SavepointTimeout
 }
 
 func defaultConfig() config {

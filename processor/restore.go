@@ -39,9 +39,8 @@ const restoreBatch = 4096
 // restored in full.
 // prog hears how far it got after every batch.
 func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) []kgo.Opt, topic string, p int32, eng store.Engine, maxWait time.Duration, src *sourceChangelog, prog *restoreProgress) (restored int64, err error) {
-	log, storeName := prog.log, prog.store
 	deadline := time.Now().Add(maxWait)
-	var end, start int64
+	var end int64
 	if src != nil {
 		if end, err = stableCommitted(ctx, adm, src.group, topic, p, deadline); err != nil {
 			return 0, err
@@ -72,7 +71,16 @@ func restore(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if start, err = listOffset(ctx, adm.ListStartOffsets, topic, p); err != nil {
+	return restoreTo(ctx, adm, clientOpts, topic, p, eng, end, deadline, src, prog)
+}
+
+// restoreTo is restore with the end known: it brings eng up to end (the
+// records below it), resuming past the engine's checkpoint. Savepoints
+// (savepoint.go) replay a changelog up to the end offset of their cut.
+func restoreTo(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt) []kgo.Opt, topic string, p int32, eng store.Engine, end int64, deadline time.Time, src *sourceChangelog, prog *restoreProgress) (restored int64, err error) {
+	log, storeName := prog.log, prog.store
+	start, err := listOffset(ctx, adm.ListStartOffsets, topic, p)
+	if err != nil {
 		return 0, err
 	}
 	cp, err := eng.Checkpoint()

@@ -29,6 +29,8 @@ type event struct {
 	// standby, when set, is the member's standby tasks from its new
 	// assignment (reported before the partitions are assigned).
 	standby map[task.ID]bool
+	// savepoint: a savepoint control message waits (savepoint_member.go).
+	savepoint bool
 }
 
 // member is the instance as one member of the consumer group, for one
@@ -131,6 +133,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		return fatalError{err}
 	}
 	asg.client.Store(m.sess.Client())
+	a.spc.attach(m)
 	m.adm = kadm.NewClient(m.sess.Client())
 	if a.cfg.guarantee == txn.ExactlyOnce {
 		// Initialise the transactional producer now: this fences a dead

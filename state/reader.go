@@ -286,9 +286,7 @@ func (r *Reader) scan(app string) error {
 	return nil
 }
 
-// layout names a store's layout from the plan: the query hooks the typed
-// DSL attached tell key-value and window stores apart; the rest are
-// private layouts.
+// layout names a store's layout from the plan (planLayout).
 func (r *Reader) layout(name string, global bool) string {
 	if global {
 		return LayoutGlobal
@@ -296,7 +294,26 @@ func (r *Reader) layout(name string, global bool) string {
 	if r.plan == nil {
 		return LayoutUnknown
 	}
-	spec, ok := r.plan.Stores[name]
+	return planLayout(r.plan, name)
+}
+
+// Layouts names the layout of each store of a built topology (global
+// tables' stores excepted), as Stores reports it with WithTopology:
+// internal/layout's StoreKind names. Savepoints record it per store.
+func Layouts(b *topology.Built) map[string]string {
+	plan := exec.BuiltPlan(b)
+	out := make(map[string]string, len(plan.Stores))
+	for name := range plan.Stores {
+		out[name] = planLayout(plan, name)
+	}
+	return out
+}
+
+// planLayout names a store's layout from the plan: the query hooks the
+// typed DSL attached tell key-value and window stores apart; the rest are
+// private layouts.
+func planLayout(plan *exec.Plan, name string) string {
+	spec, ok := plan.Stores[name]
 	if !ok {
 		return LayoutUnknown
 	}
@@ -307,7 +324,7 @@ func (r *Reader) layout(name string, global bool) string {
 		return string(layout.KindWindow)
 	case spec.Query != nil:
 		return string(layout.KindKV)
-	case spec.Windowed && r.isJoinBuffer(name):
+	case spec.Windowed && isJoinBuffer(plan, name):
 		return string(layout.KindJoin)
 	case spec.Windowed:
 		return string(layout.KindTimers)
@@ -317,7 +334,7 @@ func (r *Reader) layout(name string, global bool) string {
 
 // isJoinBuffer: a stream–stream join's buffers are the windowed stores
 // named <join>-left and <join>-right used by one node together.
-func (r *Reader) isJoinBuffer(name string) bool {
+func isJoinBuffer(plan *exec.Plan, name string) bool {
 	other, ok := strings.CutSuffix(name, "-left")
 	if ok {
 		other += "-right"
@@ -326,7 +343,7 @@ func (r *Reader) isJoinBuffer(name string) bool {
 	} else {
 		return false
 	}
-	for _, sub := range r.plan.Subs {
+	for _, sub := range plan.Subs {
 		for _, n := range sub.Nodes {
 			if slices.Contains(n.Stores, name) && slices.Contains(n.Stores, other) {
 				return true

@@ -124,6 +124,9 @@ dead letters) are always the instance's to create.`,
 				return err
 			}
 			bounded.report(cmd.OutOrStdout(), app)
+			if dir := app.StoppedWithSavepoint(); dir != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "stopped with savepoint %s\n", dir)
+			}
 			return nil
 		},
 	}

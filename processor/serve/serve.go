@@ -51,7 +51,8 @@ func newConfig(opts []Opt) config {
 
 // Register mounts every endpoint on mux: /healthz, /readyz, /tasks,
 // /topology, /instances (the group's instances, tasks and lag, from Kafka),
-// /metrics (with Metrics) and the interactive queries
+// POST /savepoint (App.TakeSavepoint), /metrics (with Metrics) and the
+// interactive queries
 // (RegisterQueries). With BearerToken or ClientCAs they are mounted behind
 // the credentials (Guard), with /login, reached through the pattern "/" of
 // mux (which must then be free; more specific patterns of the program's
@@ -78,6 +79,7 @@ func Register(mux *http.ServeMux, app *processor.App, opts ...Opt) {
 	})
 	newQueryHandler(app, c).register(mux)
 	newInstancesHandler(app, c).register(mux) // GET /instances (instances.go)
+	registerSavepoint(mux, app)               // POST /savepoint (savepoint.go)
 	registerConsole(mux, app, c)              // the web console at /, with /stats, /deadletters and /app (console.go)
 }
 

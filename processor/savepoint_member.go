@@ -1,0 +1,390 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/names"
+	"github.com/sluice-streams/sluice/internal/task"
+	"github.com/sluice-streams/sluice/state"
+)
+
+// The instance's side of taking a savepoint (DESIGN.md "Taking a
+// savepoint"). Every instance reads <app>-savepoint-control from its end
+// with a plain consumer (spControl). A request pauses the user input
+// topics (repartition topics go on, so that they drain), commits, and
+// answers paused with the member's generation and what the coordinator
+// needs to know of the topology; a release resumes the inputs or stops the
+// instance. Without a release by the request's deadline plus spMargin the
+// instance resumes by itself: a dead coordinator never wedges the
+// application.
+
+// Message types on the control topic.
+const (
+	spRequest = "request"
+	spPaused  = "paused"
+	spRelease = "release"
+)
+
+// spMargin is how long past a request's deadline an instance stays paused
+// waiting for the release: the coordinator gives up at the deadline and
+// releases, so this only matters when it died.
+var spMargin = 10 * time.Second
+
+// spMessage is one record of the control topic, JSON, keyed by the
+// savepoint's id. Unknown fields are ignored, so that the protocol can grow.
+type spMessage struct {
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	// request
+	To       string    `json:"to,omitempty"`
+	Continue bool      `json:"continue,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// paused
+	Instance   string      `json:"instance,omitempty"`
+	Member     string      `json:"member,omitempty"`
+	Generation int32       `json:"generation,omitempty"`
+	Topology   *spTopology `json:"topology,omitempty"`
+	// release
+	Stop bool `json:"stop,omitempty"`
+}
+
+// spTopology is what the coordinator needs of the topology without having
+// it: the fingerprint to check that every instance runs the same one, the
+// topics to cut and drain, and each store's identity.
+type spTopology struct {
+	Fingerprint  string    `json:"fingerprint"`
+	Inputs       []string  `json:"inputs"`
+	Repartitions []string  `json:"repartitions"`
+	Stores       []spStore `json:"stores"`
+}
+
+// spStore describes a store of the topology (global tables are not in
+// savepoints: they are rebuilt from their topics).
+type spStore struct {
+	Name        string `json:"name"`
+	Layout      string `json:"layout"`
+	KeySerde    string `json:"key_serde,omitempty"`
+	ValueSerde  string `json:"value_serde,omitempty"`
+	SubTopology int    `json:"sub_topology"`
+	Partitions  int32  `json:"partitions"`
+	Changelog   string `json:"changelog"`
+	// SourceBacked: a table whose changelog is its source topic; it is
+	// not saved but restored from the topic up to the cut's offsets.
+	SourceBacked bool `json:"source_backed,omitempty"`
+}
+
+// spControl reads the control topic for the instance, across its
+// sessions, and hands requests and releases to the loop.
+type spControl struct {
+	cl    *kgo.Client
+	topic string
+	user  map[string]bool // the user input topics, paused by a request
+
+	mu      sync.Mutex
+	pending []spMessage
+	cur     atomic.Pointer[member] // the session's member, woken on a message
+
+	// act is the savepoint the instance is paused for, nil if none. Only
+	// the loop's goroutine touches it.
+	act *spActive
+
+	done chan struct{}
+}
+
+// spActive is a savepoint in progress on this instance.
+type spActive struct {
+	req     spMessage
+	replied bool  // paused sent for gen
+	gen     int32 // the generation the reply named
+}
+
+// controlRetention is how long the control topic keeps its records: they
+// are read from the end only, so a week is only for whoever debugs.
+const controlRetention = 7 * 24 * time.Hour
+
+// ensureControlTopic creates the application's savepoint control topic if
+// it is missing: one partition, delete retention.
+func ensureControlTopic(ctx context.Context, adm *kadm.Client, appID string) error {
+	topic := names.SavepointControl(appID)
+	ret := strconv.FormatInt(controlRetention.Milliseconds(), 10)
+	del := "delete"
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"retention.ms": &ret, "cleanup.policy": &del}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("processor: create %s: %w", topic, err)
+	}
+	return nil
+}
+
+// startSavepointControl creates the control topic if needed and starts
+// reading it from its end.
+func (a *App) startSavepointControl(ctx context.Context) (*spControl, error) {
+	topic := names.SavepointControl(a.cfg.appID)
+	adm, err := kgo.NewClient(a.cfg.kgoOpts()...)
+	if err != nil {
+		return nil, fmt.Errorf("processor: savepoint control: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = ensureControlTopic(cctx, kadm.NewClient(adm), a.cfg.appID)
+	cancel()
+	adm.Close()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(a.cfg.kgoOpts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtEnd()}}),
+		kgo.ProducerLinger(0),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("processor: savepoint control: %w", err)
+	}
+	c := &spControl{cl: cl, topic: topic, user: map[string]bool{}, done: make(chan struct{})}
+	for _, sub := range a.plan.Subs {
+		topics, internal := sub.SourceTopics()
+		for i, t := range topics {
+			if !internal[i] {
+				c.user[t] = true
+			}
+		}
+	}
+	go c.read(a)
+	return c, nil
+}
+
+// read takes requests and releases off the control topic until the client
+// closes.
+func (c *spControl) read(a *App) {
+	defer close(c.done)
+	for {
+		fs := c.cl.PollFetches(context.Background())
+		if fs.IsClientClosed() {
+			return
+		}
+		var got bool
+		fs.EachRecord(func(r *kgo.Record) {
+			var msg spMessage
+			if err := json.Unmarshal(r.Value, &msg); err != nil {
+				a.log.Warn("savepoint: unreadable control record", "topic", r.Topic, "offset", r.Offset, "err", err)
+				return
+			}
+			if msg.Type != spRequest && msg.Type != spRelease {
+				return // the instances' own answers
+			}
+			if a.spDeaf.Load() {
+				return // tests: an instance that never answers
+			}
+			c.mu.Lock()
+			c.pending = append(c.pending, msg)
+			c.mu.Unlock()
+			got = true
+		})
+		if got {
+			if m := c.cur.Load(); m != nil {
+				m.enqueue(event{savepoint: true})
+			}
+		}
+	}
+}
+
+func (c *spControl) take() []spMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msgs := c.pending
+	c.pending = nil
+	return msgs
+}
+
+func (c *spControl) close() {
+	if c == nil {
+		return
+	}
+	c.cl.Close()
+	<-c.done
+}
+
+// userTopics lists the topics a request pauses.
+func (c *spControl) userTopics() []string {
+	out := make([]string, 0, len(c.user))
+	for t := range c.user {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// attach makes m the member woken by control messages, and pauses its
+// inputs if a savepoint is in progress (a session rebuilt while paused).
+func (c *spControl) attach(m *member) {
+	if c == nil {
+		return
+	}
+	c.cur.Store(m)
+	if c.act != nil {
+		m.sess.Client().PauseFetchTopics(c.userTopics()...)
+		c.act.replied = false
+	}
+}
+
+// cutPausedInput drops user input records polled while the inputs are
+// paused (fetched before the pause took effect) and sets each partition's
+// position back to the first dropped record: the transaction then commits
+// exactly what was processed, and they are read again on resuming.
+func (m *member) cutPausedInput(batches map[task.ID][][]*kgo.Record) {
+	c := m.a.spc
+	if c == nil || c.act == nil {
+		return
+	}
+	for id, parts := range batches {
+		for i, recs := range parts {
+			if len(recs) == 0 || !c.user[recs[0].Topic] {
+				continue
+			}
+			r := recs[0]
+			m.sess.Client().SetOffsets(map[string]map[int32]kgo.EpochOffset{r.Topic: {r.Partition: {Epoch: -1, Offset: r.Offset}}})
+			parts[i] = nil
+		}
+		batches[id] = parts
+	}
+}
+
+// stepSavepoint takes the control messages, pauses, answers, resumes. It
+// runs at the end of a loop iteration, when the transaction may end. stop
+// reports that a release asked the instance to stop: it committed and the
+// loop returns.
+func (m *member) stepSavepoint(ctx context.Context) (stop bool, err error) {
+	c := m.a.spc
+	if c == nil {
+		return false, nil
+	}
+	cl := m.sess.Client()
+	for _, msg := range c.take() {
+		switch msg.Type {
+		case spRequest:
+			if c.act != nil && c.act.req.ID == msg.ID {
+				continue
+			}
+			if time.Now().After(msg.Deadline) {
+				m.a.log.Warn("savepoint: ignoring a request past its deadline", "savepoint", msg.ID, "to", msg.To)
+				continue
+			}
+			if c.act != nil {
+				m.a.log.Warn("savepoint: a new request replaces the one in progress", "savepoint", msg.ID, "replaced", c.act.req.ID)
+			}
+			c.act = &spActive{req: msg}
+			cl.PauseFetchTopics(c.userTopics()...)
+			m.a.log.Info("savepoint: pausing the input topics", "savepoint", msg.ID, "to", msg.To, "deadline", msg.Deadline)
+		case spRelease:
+			if c.act == nil || c.act.req.ID != msg.ID {
+				continue
+			}
+			dir := c.act.req.To
+			c.act = nil
+			if msg.Stop {
+				if _, err := m.end(true, AbortShutdown); err != nil {
+					return false, err
+				}
+				m.a.spStopped.Store(&dir)
+				m.a.log.Info("stopped with savepoint "+dir, "savepoint", msg.ID)
+				return true, nil
+			}
+			cl.ResumeFetchTopics(c.userTopics()...)
+			m.a.log.Info("savepoint: taken; resuming the input topics", "savepoint", msg.ID, "to", dir)
+		}
+	}
+	act := c.act
+	if act == nil {
+		return false, nil
+	}
+	if time.Now().After(act.req.Deadline.Add(spMargin)) {
+		c.act = nil
+		cl.ResumeFetchTopics(c.userTopics()...)
+		m.a.log.Warn("savepoint: no release by the deadline; resuming the input topics", "savepoint", act.req.ID, "deadline", act.req.Deadline)
+		return false, nil
+	}
+	member, gen := cl.GroupMetadata()
+	if act.replied && act.gen == gen {
+		return false, nil
+	}
+	// Answer only from a settled membership, with nothing of a revoked
+	// task pending, after a commit of everything processed so far.
+	if !m.a.status.isJoined() || !m.assignedLast || len(m.own.closing) > 0 || gen <= 0 {
+		return false, nil
+	}
+	if _, err := m.end(true, AbortRebalance); err != nil {
+		return false, err
+	}
+	reply := spMessage{Type: spPaused, ID: act.req.ID, Instance: m.a.txnID, Member: member, Generation: gen, Topology: m.a.spTopology()}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		return false, fmt.Errorf("processor: savepoint: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.cl.ProduceSync(pctx, &kgo.Record{Topic: c.topic, Key: []byte(act.req.ID), Value: b}).FirstErr(); err != nil {
+		// The coordinator waits for the answer; the next step tries again.
+		m.a.log.Warn("savepoint: cannot answer", "savepoint", act.req.ID, "err", err)
+		return false, nil
+	}
+	act.replied, act.gen = true, gen
+	m.a.log.Info("savepoint: paused", "savepoint", act.req.ID, "member", member, "generation", gen)
+	return false, nil
+}
+
+// spTopology describes the topology for the coordinator.
+func (a *App) spTopology() *spTopology {
+	t := &spTopology{Fingerprint: a.built.Fingerprint()}
+	global := map[string]bool{}
+	for _, g := range a.plan.Globals {
+		global[g.Name] = true
+	}
+	for _, sub := range a.plan.Subs {
+		topics, internal := sub.SourceTopics()
+		for i, topic := range topics {
+			if internal[i] {
+				t.Repartitions = append(t.Repartitions, names.Internal(a.cfg.appID, topic))
+			} else {
+				t.Inputs = append(t.Inputs, topic)
+			}
+		}
+	}
+	slices.Sort(t.Inputs)
+	t.Inputs = slices.Compact(t.Inputs)
+	slices.Sort(t.Repartitions)
+	t.Repartitions = slices.Compact(t.Repartitions)
+	layouts := state.Layouts(a.built)
+	changelogs := a.ChangelogTopics()
+	for name, spec := range a.plan.Stores {
+		if global[name] {
+			continue
+		}
+		sub := a.plan.StoreSub[name]
+		t.Stores = append(t.Stores, spStore{Name: name, Layout: layouts[name], KeySerde: spec.KeySerde, ValueSerde: spec.ValueSerde,
+			SubTopology: sub, Partitions: a.partitions[sub], Changelog: changelogs[name], SourceBacked: spec.Source != ""})
+	}
+	sort.Slice(t.Stores, func(i, j int) bool { return t.Stores[i].Name < t.Stores[j].Name })
+	return t
+}
+
+// StoppedWithSavepoint reports the directory of the savepoint that stopped
+// Run ("" if none did).
+func (a *App) StoppedWithSavepoint() string {
+	if p := a.spStopped.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
