@@ -1,0 +1,48 @@
+// Package nexmark is the Nexmark benchmark's data for sluice: a
+// deterministic generator of persons, auctions and bids with the
+// distributions of the nexmark/nexmark repository's Flink generator, the
+// JSON records it writes to Kafka, and an oracle, a plain in-memory
+// computation of each query that sluice's examples implement
+// (examples/nexmark*.go), with a checker comparing a run's output with it.
+//
+// # The generator
+//
+// Event n (0-based) has event time BaseTime + n·(10⁶/Rate) µs, truncated
+// to milliseconds, as Nexmark's with one generator and
+// outOfOrderGroupSize 1 (so event times never go back). Of every 50
+// events, 1 is a person, 3 are auctions and 46 are bids. Ids start at
+// 1000 (persons, auctions) and categories at 10 (five of them). Sellers
+// are hot (the first person of the latest batch of 100) with probability
+// 3/4, bidders (the second person of that batch) 3/4, auctions (the
+// first of the latest batch of 100) 1/2; the others are drawn from the
+// 1000 most recent persons or the 100 most recent auctions, plus a lead
+// of 10 ids not generated yet, so a bid can name an auction (and an
+// auction a seller) that appears slightly later, as in Nexmark. Prices
+// are 100·10^U(0,6) rounded. The pseudo-random source is math/rand/v2's
+// PCG seeded from Seed, not Java's SplittableRandom, so the values differ
+// from Flink's but their distributions match.
+//
+// One deliberate difference: Flink's BidGenerator adds FIRST_PERSON_ID to
+// the bidder twice (a bug that makes every bidder a person id that never
+// exists); here it is added once, as in Beam's original generator.
+//
+// # Topics and records
+//
+// The generator writes three topics, not Nexmark's single one with an
+// event-type column: each query reads only the kinds it needs (q0, q1 and
+// q2 decode no person or auction), and each topic is keyed for the
+// queries' joins, so they need no repartition:
+//
+//	nexmark-person   key: id (decimal)           value: Person JSON
+//	nexmark-auction  key: id (decimal)           value: Auction JSON
+//	nexmark-bid      key: auction id (decimal)   value: Bid JSON
+//
+// With the same partition count, a bid lands in the partition of its
+// auction, so a join of bids with auctions is local to a task. Field
+// names are Nexmark's; dateTime and expires are event times in
+// milliseconds since the epoch (JSON numbers).
+//
+//	person  {"id","name","emailAddress","creditCard","city","state","dateTime","extra"}
+//	auction {"id","itemName","description","initialBid","reserve","dateTime","expires","seller","category","extra"}
+//	bid     {"auction","bidder","price","channel","url","dateTime","extra"}
+package nexmark
