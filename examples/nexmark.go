@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -454,9 +455,81 @@ func NexmarkQ11(tp NexmarkTopics) *topology.Topology {
 	return t
 }
 
-// NexmarkQ5 is not written yet.
+// q5Count is one auction's bid count in one of q5's hopping windows.
+type q5Count struct {
+	Auction int64 `json:"auction"`
+	Num     int64 `json:"num"`
+}
+
+// NexmarkQ5 finds, per 10 s window sliding by 2 s, the auctions with the
+// most bids (all of them when tied). Counting per auction and window is a
+// windowed count on the bids as keyed (by auction, so no repartition);
+// the maximum over a window's auctions needs every count of the window,
+// so the counts are re-keyed by window start and gathered by a processor
+// (the DSL has no "all results of one window" operator) with an
+// event-time timer at the window's last millisecond. It fires once the
+// watermark of every counting task passed the window's end: each of them
+// sends its watermark downstream only after the counts of the windows it
+// closed (DESIGN.md: watermark records), so the list is complete then.
 func NexmarkQ5(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
-	_ = nexmarkBids(t, tp.Bid)
+	windows := topology.WindowedBy(topology.GroupByKey(nexmarkBids(t, tp.Bid)),
+		window.Hopping(nexmark.Q5WindowMs*time.Millisecond, nexmark.Q5SlideMs*time.Millisecond), topology.EmitFinal())
+	counts := topology.CountWindows(windows, topology.Materialized("q5-counts", serde.String, serde.Int64))
+	byWindow := topology.Repartition(topology.Map(topology.ToStream(counts), func(w topology.Windowed[string], n int64) (string, q5Count) {
+		id, _ := strconv.ParseInt(w.Key, 10, 64)
+		return nexmark.ID(w.Window.Start), q5Count{Auction: id, Num: n}
+	}), "q5-by-window", serde.String, serde.JSON[q5Count]())
+	gathered := topology.ListState("q5-window-counts", serde.String, serde.JSON[q5Count]())
+	timers := topology.Timers("q5-window-ends", serde.String)
+	hottest := topology.Process(byWindow, "q5-hottest", func() topology.Processor[string, q5Count, string, nexmark.Q5Row] {
+		return &q5Hottest{gathered: gathered, timers: timers}
+	}, gathered, timers)
+	topology.To(hottest, tp.Output, serde.String, serde.JSON[nexmark.Q5Row]())
 	return t
+}
+
+type q5Hottest struct {
+	gathered topology.ListSpec[string, q5Count]
+	timers   topology.TimerSpec[string]
+	ctx      *topology.ProcessorContext[string, nexmark.Q5Row]
+	counts   *topology.KeyedList[string, q5Count]
+	ends     *topology.TimerService[string]
+}
+
+func (p *q5Hottest) Init(ctx *topology.ProcessorContext[string, nexmark.Q5Row]) error {
+	p.ctx, p.counts, p.ends = ctx, p.gathered.Open(ctx), p.timers.Open(ctx)
+	return nil
+}
+
+func (p *q5Hottest) Close() error { return nil }
+
+func (p *q5Hottest) Process(r topology.Record[string, q5Count]) error {
+	start, err := strconv.ParseInt(r.Key, 10, 64)
+	if err != nil {
+		return fmt.Errorf("examples: q5: window start %q: %w", r.Key, err)
+	}
+	if err := p.counts.Add(r.Key, r.Value); err != nil {
+		return err
+	}
+	return p.ends.RegisterEventTime(r.Key, start+nexmark.Q5WindowMs-1)
+}
+
+func (p *q5Hottest) OnTimer(tm topology.Timer[string]) error {
+	counts, err := p.counts.Get(tm.Key)
+	if err != nil {
+		return err
+	}
+	var most int64
+	for _, c := range counts {
+		most = max(most, c.Num)
+	}
+	for _, c := range counts {
+		if c.Num == most {
+			if err := p.ctx.Forward(topology.Record[string, nexmark.Q5Row]{Key: tm.Key, Value: nexmark.Q5Row(c), Timestamp: tm.Time}); err != nil {
+				return err
+			}
+		}
+	}
+	return p.counts.Clear(tm.Key)
 }

@@ -111,7 +111,9 @@ func runNexmark(t *testing.T, q string, build func(examples.NexmarkTopics) *topo
 		if err := app.Run(ctx); err != nil {
 			t.Fatalf("%s: bounded run: %v", q, err)
 		}
-		return nexmark.Check(want, readOutput(t, addrs, tp.Output))
+		got := readOutput(t, addrs, tp.Output)
+		t.Logf("%s: %d output records, the oracle's %d (mode %d)", q, len(got), len(want.Records), want.Mode)
+		return nexmark.Check(want, got)
 	}
 	app, err := processor.New(build(tp), opts...)
 	if err != nil {
@@ -137,7 +139,9 @@ func runNexmark(t *testing.T, q string, build func(examples.NexmarkTopics) *topo
 			return fmt.Errorf("%s: output did not settle on the oracle's: %w", q, last)
 		case <-time.After(250 * time.Millisecond):
 		}
-		if last = nexmark.Check(want, readOutput(t, addrs, tp.Output)); last == nil {
+		got := readOutput(t, addrs, tp.Output)
+		if last = nexmark.Check(want, got); last == nil {
+			t.Logf("%s: %d output records, the oracle's %d (mode %d)", q, len(got), len(want.Records), want.Mode)
 			return nil
 		}
 	}
