@@ -97,7 +97,7 @@ func Decoys(events []Event) []Event {
 			out[i].Auction = &a
 		default:
 			b := *e.Bid
-			b.Price, b.Bidder, b.Auction = b.Price*1000+7, b.Bidder+1, b.Auction-b.Auction%Q2Modulus
+			b.Price, b.Bidder = b.Price*1000+7, b.Bidder+1
 			b.Extra = "decoy"
 			out[i].Bid = &b
 		}
