@@ -86,7 +86,7 @@ then waits for every record to be acknowledged.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] != "billing" {
-				return fmt.Errorf("gen: no generator for %q (have [billing])", args[0])
+				return fmt.Errorf("gen: no generator for %q (have [billing nexmark])", args[0])
 			}
 			if err := o.validate(); err != nil {
 				return err
@@ -129,6 +129,7 @@ then waits for every record to be acknowledged.`,
 			_ = f.MarkHidden(k.flag)
 		}
 	}
+	cmd.AddCommand(newGenNexmarkCmd())
 	return cmd
 }
 
