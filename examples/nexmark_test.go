@@ -185,3 +185,108 @@ func TestNexmarkCatchesAWrongQuery(t *testing.T) {
 	}
 	t.Logf("caught, as it should be: %.300s", err)
 }
+
+// TestNexmarkAcrossRebalances runs stateful queries on two instances of
+// one application while the input is still being written: instance A
+// alone on the first third, B joining for the second (a rebalance moves
+// tasks and their stores to B), A stopping before the last (B takes over
+// A's tasks and restores their state from the changelogs). The committed
+// output must still be exactly the oracle's: nothing lost, nothing twice
+// (q20 is append-only, so a replayed join would show as a duplicate).
+func TestNexmarkAcrossRebalances(t *testing.T) {
+	for _, q := range []string{"q20", "q4"} {
+		t.Run(q, func(t *testing.T) { testNexmarkRebalance(t, q) })
+	}
+}
+
+func testNexmarkRebalance(t *testing.T, q string) {
+	evs := testEvents(t)
+	want, err := nexmark.Oracle(q, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := testbroker.Addrs(t)
+	prefix := testbroker.Unique(t, "nexmark-rb-"+q+"-")
+	tp := examples.NexmarkTopics{Topics: nexmark.Topics{Person: prefix + "-person", Auction: prefix + "-auction", Bid: prefix + "-bid"}, Output: prefix + "-out"}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	for _, topic := range []string{tp.Person, tp.Auction, tp.Bid, tp.Output} {
+		if err := broker.CreateTopic(ctx, addrs, topic, nexmarkTestPartitions, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID(prefix+"-writer"), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	write := func(part int) {
+		t.Helper()
+		n := len(evs)
+		if err := nexmark.Write(ctx, cl, tp.Topics, evs[part*n/3:(part+1)*n/3], 500, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tpl, _ := examples.NexmarkQuery(q, tp)
+	appID := prefix + "-app"
+	start := func(name string) (stop func()) {
+		app, err := processor.New(tpl, processor.ApplicationID(appID), processor.Brokers(addrs...),
+			processor.StateDir(t.TempDir()), processor.CommitInterval(100*time.Millisecond), processor.InstanceID(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, acancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- app.Run(actx) }()
+		var once sync.Once
+		stop = func() {
+			once.Do(func() {
+				acancel()
+				if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+					t.Errorf("instance %s: %v", name, err)
+				}
+			})
+		}
+		t.Cleanup(stop)
+		return stop
+	}
+	// waitOutput waits until the output has more than n records.
+	waitOutput := func(n int) int {
+		t.Helper()
+		for range 400 {
+			if got := len(readOutput(t, addrs, tp.Output)); got > n {
+				return got
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: no output past %d records", q, n)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		t.Fatalf("%s: no output past %d records", q, n)
+		return 0
+	}
+	write(0)
+	stopA := start("a")
+	seen := waitOutput(0)
+	stopB := start("b")
+	write(1)
+	seen = waitOutput(seen)
+	stopA()
+	write(2)
+	var last error
+	for range 400 {
+		if last = nexmark.Check(want, readOutput(t, addrs, tp.Output)); last == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: output did not settle on the oracle's: %v", q, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if last != nil {
+		t.Fatal(last)
+	}
+	stopB()
+}
