@@ -294,3 +294,41 @@ func TestQ1IsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackerAgreesWithCheck: the tracker is done exactly when Check
+// passes, over the oracle's output fed in order, and not before the last
+// needed record; a stray or duplicated record keeps it from being done.
+func TestTrackerAgreesWithCheck(t *testing.T) {
+	evs := gen(t, Config{Seed: 20, Rate: 200, Events: 5_000})
+	for _, q := range Queries {
+		want, _ := Oracle(q, evs)
+		recs := slices.Clone(want.Records)
+		if want.Mode == Upsert {
+			// Earlier values first, as a table's updates come.
+			recs = append([]Record{{Key: recs[0].Key, Value: []byte(`{"early":1}`)}, {Key: "gone", Value: []byte(`{}`)}, {Key: "gone"}}, recs...)
+		}
+		tr := NewTracker(want)
+		for i, r := range recs {
+			if tr.Done() {
+				t.Fatalf("%s: done after %d of %d records", q, i, len(recs))
+			}
+			tr.Add(r)
+		}
+		if !tr.Done() || Check(want, recs) != nil {
+			t.Fatalf("%s: tracker done %v, check %v", q, tr.Done(), Check(want, recs))
+		}
+		tr.Add(Record{Key: "stray", Value: []byte(`{}`)})
+		if tr.Done() {
+			t.Errorf("%s: done with a stray record", q)
+		}
+		if want.Mode == Append {
+			tr2 := NewTracker(want)
+			for _, r := range append(slices.Clone(recs), recs[0]) {
+				tr2.Add(r)
+			}
+			if tr2.Done() {
+				t.Errorf("%s: done with a duplicate", q)
+			}
+		}
+	}
+}
