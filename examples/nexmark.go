@@ -1,6 +1,7 @@
 package examples
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -216,6 +217,12 @@ func (j *auctionBidJoin) Process(r topology.Record[string, auctionOrBid]) error 
 		ts := max(a.DateTime, b.DateTime)
 		return j.ctx.Forward(topology.Record[string, AuctionBid]{Key: r.Key, Value: AuctionBid{Auction: a, Bid: b}, Timestamp: ts})
 	}
+	// The join is local only if the inputs are keyed as documented; a
+	// record keyed otherwise would wait for a partner in the wrong task
+	// for ever, so it stops the instance instead (invariant 6).
+	if err := checkNexmarkKey(r.Key, r.Value); err != nil {
+		return err
+	}
 	if a := r.Value.Auction; a != nil {
 		if err := j.auctions.Set(r.Key, *a); err != nil {
 			return err
@@ -248,6 +255,28 @@ func (j *auctionBidJoin) Process(r topology.Record[string, auctionOrBid]) error 
 }
 
 func (j *auctionBidJoin) Close() error { return nil }
+
+// ErrNexmarkKey is returned for an auction not keyed by its id or a bid not
+// keyed by its auction: the joins of q4 and q20 rely on that keying.
+var ErrNexmarkKey = errors.New("examples: nexmark record keyed against the topics' contract")
+
+func checkNexmarkKey(key string, v auctionOrBid) error {
+	var id int64
+	var what string
+	switch {
+	case v.Auction != nil:
+		id, what = v.Auction.ID, "auction"
+	case v.Bid != nil:
+		id, what = v.Bid.Auction, "bid for auction"
+	default:
+		return nil
+	}
+	var buf [20]byte
+	if string(strconv.AppendInt(buf[:0], id, 10)) != key {
+		return fmt.Errorf("%w: %s %d keyed %q (want the auction id, as sluice gen nexmark writes)", ErrNexmarkKey, what, id, key)
+	}
+	return nil
+}
 
 // q4Max is q4's highest in-time bid of one auction.
 type q4Max struct {

@@ -2,6 +2,7 @@ package examples_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -189,6 +190,27 @@ func TestNexmarkQ7WindowEndIsInclusive(t *testing.T) {
 	for seed := range uint64(2) {
 		if err := nexmark.Check(want, runNexmarkDriver(t, "q7", evs, seed)); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestNexmarkJoinRefusesMisKeyedRecords: q20's join is local because bids
+// are keyed by their auction; a bid keyed otherwise stops the job with
+// ErrNexmarkKey rather than waiting for ever in the wrong task.
+func TestNexmarkJoinRefusesMisKeyedRecords(t *testing.T) {
+	d, err := topologytest.New(examples.NexmarkQ20(examples.NexmarkTopics{Topics: nexmark.DefaultTopics, Output: "out"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	bids := topologytest.NewInputTopic(d, nexmark.BidTopic, serde.Bytes, serde.Bytes)
+	b := nexmark.Event{Bid: &nexmark.Bid{Auction: 1001, Bidder: 1000, Price: 5, DateTime: nexmark.DefaultBaseTime}}
+	if err := bids.PipeBytes(b.Key(), b.Value(), b.DateTime()); err != nil {
+		t.Fatalf("a bid keyed by its auction: %v", err)
+	}
+	for _, key := range [][]byte{nil, {}, []byte("1001 "), []byte("01001"), []byte("1000")} {
+		if err := bids.PipeBytes(key, b.Value(), b.DateTime()); !errors.Is(err, examples.ErrNexmarkKey) {
+			t.Errorf("a bid for auction 1001 keyed %q: %v, want ErrNexmarkKey", key, err)
 		}
 	}
 }
