@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluice-streams/sluice/internal/nexmark"
+	"github.com/sluice-streams/sluice/examples/nexmark"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/window"
@@ -14,7 +14,7 @@ import (
 
 // The Nexmark benchmark's queries (nexmark-flink's queries/*.sql) written
 // in sluice's DSL, one example each: nexmark-q0 ... nexmark-q20. They read
-// the three topics `sluice gen nexmark` writes (internal/nexmark's doc
+// the three topics `sluice gen nexmark` writes (examples/nexmark's doc
 // has the records and why three topics) and write one output topic,
 // nexmark-<query> by default. Keys are decimal ids; values are JSON.
 //
@@ -22,13 +22,6 @@ import (
 // (nexmark.Oracle) chooses the same: q18 keeps the later-arriving bid of
 // two with the same time, q19 ranks the earlier of two equal prices
 // first.
-
-// The aliases are the records of the Nexmark examples.
-type (
-	NexmarkPerson  = nexmark.Person
-	NexmarkAuction = nexmark.Auction
-	NexmarkBid     = nexmark.Bid
-)
 
 // NexmarkBound is the bounded out-of-orderness of the Nexmark inputs'
 // event time (their dateTime). The generator's event times never go back
@@ -101,16 +94,16 @@ func nexmarkTime[V any](dateTime func(V) int64) []topology.SourceOption {
 	}
 }
 
-func nexmarkBids(t *topology.Topology, topic string) topology.Stream[string, NexmarkBid] {
-	return topology.From(t, topic, serde.String, serde.JSON[NexmarkBid](), nexmarkTime(func(b NexmarkBid) int64 { return b.DateTime })...)
+func nexmarkBids(t *topology.Topology, topic string) topology.Stream[string, nexmark.Bid] {
+	return topology.From(t, topic, serde.String, serde.JSON[nexmark.Bid](), nexmarkTime(func(b nexmark.Bid) int64 { return b.DateTime })...)
 }
 
-func nexmarkAuctions(t *topology.Topology, topic string) topology.Stream[string, NexmarkAuction] {
-	return topology.From(t, topic, serde.String, serde.JSON[NexmarkAuction](), nexmarkTime(func(a NexmarkAuction) int64 { return a.DateTime })...)
+func nexmarkAuctions(t *topology.Topology, topic string) topology.Stream[string, nexmark.Auction] {
+	return topology.From(t, topic, serde.String, serde.JSON[nexmark.Auction](), nexmarkTime(func(a nexmark.Auction) int64 { return a.DateTime })...)
 }
 
-func nexmarkPersons(t *topology.Topology, topic string) topology.Stream[string, NexmarkPerson] {
-	return topology.From(t, topic, serde.String, serde.JSON[NexmarkPerson](), nexmarkTime(func(p NexmarkPerson) int64 { return p.DateTime })...)
+func nexmarkPersons(t *topology.Topology, topic string) topology.Stream[string, nexmark.Person] {
+	return topology.From(t, topic, serde.String, serde.JSON[nexmark.Person](), nexmarkTime(func(p nexmark.Person) int64 { return p.DateTime })...)
 }
 
 // NexmarkQ0 passes every bid through (the columns q0 selects).
@@ -134,8 +127,8 @@ func NexmarkQ2(tp NexmarkTopics) *topology.Topology { return NexmarkQ2Modulus(tp
 // checker's negative control).
 func NexmarkQ2Modulus(tp NexmarkTopics, modulus int64) *topology.Topology {
 	t := topology.New()
-	sel := topology.Filter(nexmarkBids(t, tp.Bid), func(_ string, b NexmarkBid) bool { return b.Auction%modulus == 0 })
-	topology.To(topology.MapValues(sel, func(b NexmarkBid) nexmark.Q2Row { return nexmark.Q2Row{Auction: b.Auction, Price: b.Price} }),
+	sel := topology.Filter(nexmarkBids(t, tp.Bid), func(_ string, b nexmark.Bid) bool { return b.Auction%modulus == 0 })
+	topology.To(topology.MapValues(sel, func(b nexmark.Bid) nexmark.Q2Row { return nexmark.Q2Row{Auction: b.Auction, Price: b.Price} }),
 		tp.Output, serde.String, serde.JSON[nexmark.Q2Row]())
 	return t
 }
@@ -151,17 +144,17 @@ func NexmarkQ3(tp NexmarkTopics) *topology.Topology {
 	// the tables (which a foreign-key join needs materialized) hold only
 	// the rows that can join. Each id comes once, so the latest value is
 	// the only one.
-	latest := func(_, v NexmarkPerson) NexmarkPerson { return v }
+	latest := func(_, v nexmark.Person) nexmark.Person { return v }
 	persons := topology.Reduce(topology.GroupByKey(topology.Filter(nexmarkPersons(t, tp.Person),
-		func(_ string, p NexmarkPerson) bool { return nexmark.Q3Seller(p) })),
-		latest, topology.Materialized("q3-sellers", serde.String, serde.JSON[NexmarkPerson]()))
+		func(_ string, p nexmark.Person) bool { return nexmark.Q3Seller(p) })),
+		latest, topology.Materialized("q3-sellers", serde.String, serde.JSON[nexmark.Person]()))
 	auctions := topology.Reduce(topology.GroupByKey(topology.Filter(nexmarkAuctions(t, tp.Auction),
-		func(_ string, a NexmarkAuction) bool { return a.Category == nexmark.Q3Category })),
-		func(_, v NexmarkAuction) NexmarkAuction { return v },
-		topology.Materialized("q3-auctions", serde.String, serde.JSON[NexmarkAuction]()))
+		func(_ string, a nexmark.Auction) bool { return a.Category == nexmark.Q3Category })),
+		func(_, v nexmark.Auction) nexmark.Auction { return v },
+		topology.Materialized("q3-auctions", serde.String, serde.JSON[nexmark.Auction]()))
 	joined := topology.JoinTablesByForeignKey(auctions, persons,
-		func(a NexmarkAuction) string { return nexmark.ID(a.Seller) },
-		func(a NexmarkAuction, p NexmarkPerson) nexmark.Q3Row {
+		func(a nexmark.Auction) string { return nexmark.ID(a.Seller) },
+		func(a nexmark.Auction, p nexmark.Person) nexmark.Q3Row {
 			return nexmark.Q3Row{Name: p.Name, City: p.City, State: p.State, ID: a.ID}
 		},
 		topology.ForeignKeyJoined[nexmark.Q3Row]{Name: "q3-auction-seller", Result: serde.JSON[nexmark.Q3Row]()})
@@ -171,14 +164,14 @@ func NexmarkQ3(tp NexmarkTopics) *topology.Topology {
 
 // auctionOrBid is an auction or a bid, so both can share one stream.
 type auctionOrBid struct {
-	Auction *NexmarkAuction `json:"auction,omitempty"`
-	Bid     *NexmarkBid     `json:"bid,omitempty"`
+	Auction *nexmark.Auction `json:"auction,omitempty"`
+	Bid     *nexmark.Bid     `json:"bid,omitempty"`
 }
 
 // AuctionBid is a bid with its auction.
 type AuctionBid struct {
-	Auction NexmarkAuction `json:"auction"`
-	Bid     NexmarkBid     `json:"bid"`
+	Auction nexmark.Auction `json:"auction"`
+	Bid     nexmark.Bid     `json:"bid"`
 }
 
 // bidsWithAuctions joins each bid with its auction, whichever comes
@@ -190,21 +183,21 @@ type AuctionBid struct {
 // at any time); a bid that comes before its auction waits in a list state
 // until the auction does.
 func bidsWithAuctions(t *topology.Topology, tp NexmarkTopics, name string) topology.Stream[string, AuctionBid] {
-	auctions := topology.MapValues(nexmarkAuctions(t, tp.Auction), func(a NexmarkAuction) auctionOrBid { return auctionOrBid{Auction: &a} })
-	bids := topology.MapValues(nexmarkBids(t, tp.Bid), func(b NexmarkBid) auctionOrBid { return auctionOrBid{Bid: &b} })
-	known := topology.ValueState(name+"-auctions", serde.String, serde.JSON[NexmarkAuction]())
-	waiting := topology.ListState(name+"-waiting-bids", serde.String, serde.JSON[NexmarkBid]())
+	auctions := topology.MapValues(nexmarkAuctions(t, tp.Auction), func(a nexmark.Auction) auctionOrBid { return auctionOrBid{Auction: &a} })
+	bids := topology.MapValues(nexmarkBids(t, tp.Bid), func(b nexmark.Bid) auctionOrBid { return auctionOrBid{Bid: &b} })
+	known := topology.ValueState(name+"-auctions", serde.String, serde.JSON[nexmark.Auction]())
+	waiting := topology.ListState(name+"-waiting-bids", serde.String, serde.JSON[nexmark.Bid]())
 	return topology.Process(topology.Merge(auctions, bids), name, func() topology.Processor[string, auctionOrBid, string, AuctionBid] {
 		return &auctionBidJoin{known: known, waiting: waiting}
 	}, known, waiting)
 }
 
 type auctionBidJoin struct {
-	known      topology.ValueSpec[string, NexmarkAuction]
-	waiting    topology.ListSpec[string, NexmarkBid]
+	known      topology.ValueSpec[string, nexmark.Auction]
+	waiting    topology.ListSpec[string, nexmark.Bid]
 	ctx        *topology.ProcessorContext[string, AuctionBid]
-	auctions   *topology.KeyedValue[string, NexmarkAuction]
-	waitingFor *topology.KeyedList[string, NexmarkBid]
+	auctions   *topology.KeyedValue[string, nexmark.Auction]
+	waitingFor *topology.KeyedList[string, nexmark.Bid]
 }
 
 func (j *auctionBidJoin) Init(ctx *topology.ProcessorContext[string, AuctionBid]) error {
@@ -213,7 +206,7 @@ func (j *auctionBidJoin) Init(ctx *topology.ProcessorContext[string, AuctionBid]
 }
 
 func (j *auctionBidJoin) Process(r topology.Record[string, auctionOrBid]) error {
-	emit := func(a NexmarkAuction, b NexmarkBid) error {
+	emit := func(a nexmark.Auction, b nexmark.Bid) error {
 		ts := max(a.DateTime, b.DateTime)
 		return j.ctx.Forward(topology.Record[string, AuctionBid]{Key: r.Key, Value: AuctionBid{Auction: a, Bid: b}, Timestamp: ts})
 	}
@@ -333,8 +326,8 @@ func NexmarkQ4(tp NexmarkTopics) *topology.Topology {
 // next (SQL's BETWEEN includes both ends) but does not count for its
 // maximum (the window's aggregate is over [start, end)).
 type q7Bid struct {
-	Bid  NexmarkBid `json:"bid"`
-	Edge bool       `json:"edge,omitempty"`
+	Bid  nexmark.Bid `json:"bid"`
+	Edge bool        `json:"edge,omitempty"`
 }
 
 // NexmarkQ7 finds, per 10 s tumbling window, the bids with the window's
@@ -345,7 +338,7 @@ type q7Bid struct {
 // record's time).
 func NexmarkQ7(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
-	withEdges := topology.Process(nexmarkBids(t, tp.Bid), "q7-window-edges", func() topology.Processor[string, NexmarkBid, string, q7Bid] {
+	withEdges := topology.Process(nexmarkBids(t, tp.Bid), "q7-window-edges", func() topology.Processor[string, nexmark.Bid, string, q7Bid] {
 		return &q7Edges{}
 	})
 	all := topology.GroupBy(withEdges, func(string, q7Bid) string { return "all" },
@@ -380,7 +373,7 @@ type q7Edges struct {
 func (p *q7Edges) Init(ctx *topology.ProcessorContext[string, q7Bid]) error { p.ctx = ctx; return nil }
 func (p *q7Edges) Close() error                                             { return nil }
 
-func (p *q7Edges) Process(r topology.Record[string, NexmarkBid]) error {
+func (p *q7Edges) Process(r topology.Record[string, nexmark.Bid]) error {
 	if err := p.ctx.Forward(topology.Record[string, q7Bid]{Key: r.Key, Value: q7Bid{Bid: r.Value}, Timestamp: r.Timestamp}); err != nil {
 		return err
 	}
@@ -403,8 +396,8 @@ type q8Seen struct {
 // re-keyed by seller, merged and windowed per person id.
 func NexmarkQ8(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
-	persons := topology.MapValues(nexmarkPersons(t, tp.Person), func(p NexmarkPerson) q8Seen { return q8Seen{Name: p.Name, Person: true} })
-	sellers := topology.Map(nexmarkAuctions(t, tp.Auction), func(_ string, a NexmarkAuction) (string, q8Seen) {
+	persons := topology.MapValues(nexmarkPersons(t, tp.Person), func(p nexmark.Person) q8Seen { return q8Seen{Name: p.Name, Person: true} })
+	sellers := topology.Map(nexmarkAuctions(t, tp.Auction), func(_ string, a nexmark.Auction) (string, q8Seen) {
 		return nexmark.ID(a.Seller), q8Seen{Auction: true}
 	})
 	windows := topology.WindowedBy(
@@ -430,16 +423,16 @@ func NexmarkQ8(tp NexmarkTopics) *topology.Topology {
 func NexmarkQ18(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
 	latest := topology.Reduce(
-		topology.GroupBy(nexmarkBids(t, tp.Bid), func(_ string, b NexmarkBid) string { return nexmark.Q18Key(b) },
-			topology.Grouped("q18-by-bidder-auction", serde.String, serde.JSON[NexmarkBid]())),
-		func(old, b NexmarkBid) NexmarkBid {
+		topology.GroupBy(nexmarkBids(t, tp.Bid), func(_ string, b nexmark.Bid) string { return nexmark.Q18Key(b) },
+			topology.Grouped("q18-by-bidder-auction", serde.String, serde.JSON[nexmark.Bid]())),
+		func(old, b nexmark.Bid) nexmark.Bid {
 			if b.DateTime >= old.DateTime {
 				return b
 			}
 			return old
 		},
-		topology.Materialized("q18-latest", serde.String, serde.JSON[NexmarkBid]()))
-	topology.To(topology.ToStream(latest), tp.Output, serde.String, serde.JSON[NexmarkBid]())
+		topology.Materialized("q18-latest", serde.String, serde.JSON[nexmark.Bid]()))
+	topology.To(topology.ToStream(latest), tp.Output, serde.String, serde.JSON[nexmark.Bid]())
 	return t
 }
 
@@ -449,9 +442,9 @@ func NexmarkQ18(tp NexmarkTopics) *topology.Topology {
 func NexmarkQ19(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
 	top := topology.Aggregate(topology.GroupByKey(nexmarkBids(t, tp.Bid)),
-		func() []NexmarkBid { return nil },
-		func(_ string, b NexmarkBid, top []NexmarkBid) []NexmarkBid { return nexmark.Q19Insert(top, b) },
-		topology.Materialized("q19-top", serde.String, serde.JSON[[]NexmarkBid]()))
+		func() []nexmark.Bid { return nil },
+		func(_ string, b nexmark.Bid, top []nexmark.Bid) []nexmark.Bid { return nexmark.Q19Insert(top, b) },
+		topology.Materialized("q19-top", serde.String, serde.JSON[[]nexmark.Bid]()))
 	topology.To(topology.MapValues(topology.ToStream(top), nexmark.Q19Rows), tp.Output, serde.String, serde.JSON[[]nexmark.Q19Row]())
 	return t
 }
@@ -473,8 +466,8 @@ func NexmarkQ20(tp NexmarkTopics) *topology.Topology {
 func NexmarkQ11(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
 	sessions := topology.WindowedBy(
-		topology.GroupBy(nexmarkBids(t, tp.Bid), func(_ string, b NexmarkBid) string { return nexmark.ID(b.Bidder) },
-			topology.Grouped("q11-by-bidder", serde.String, serde.JSON[NexmarkBid]())),
+		topology.GroupBy(nexmarkBids(t, tp.Bid), func(_ string, b nexmark.Bid) string { return nexmark.ID(b.Bidder) },
+			topology.Grouped("q11-by-bidder", serde.String, serde.JSON[nexmark.Bid]())),
 		window.InactivityGap(nexmark.Q11GapMs*time.Millisecond), topology.EmitFinal())
 	counts := topology.CountWindows(sessions, topology.Materialized("q11-sessions", serde.String, serde.Int64))
 	topology.To(topology.Map(topology.ToStream(counts), func(w topology.Windowed[string], n int64) (string, nexmark.Q11Row) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-streams/sluice/examples"
-	"github.com/sluice-streams/sluice/internal/nexmark"
+	"github.com/sluice-streams/sluice/examples/nexmark"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topologytest"
 )

@@ -21,9 +21,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-streams/sluice/examples/nexmark"
 	"github.com/sluice-streams/sluice/internal/bench"
 	"github.com/sluice-streams/sluice/internal/broker"
-	"github.com/sluice-streams/sluice/internal/nexmark"
 )
 
 // withNexmark adds --nexmark to the bench command: the Nexmark queries

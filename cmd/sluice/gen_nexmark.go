@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-streams/sluice/internal/nexmark"
+	"github.com/sluice-streams/sluice/examples/nexmark"
 )
 
 // genNexmarkOptions are the settings of one `sluice gen nexmark` run.

@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/examples/nexmark"
 	"github.com/sluice-streams/sluice/internal/broker"
-	"github.com/sluice-streams/sluice/internal/nexmark"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 )
