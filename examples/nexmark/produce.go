@@ -3,6 +3,7 @@ package nexmark
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,22 +24,33 @@ func (e Event) Record(topics Topics, ts time.Time) *kgo.Record {
 // categories, states, sellers), which a consumer reading read_committed
 // must never see. It returns once every record is acknowledged.
 func Write(ctx context.Context, cl *kgo.Client, topics Topics, events []Event, batch, abortEvery int) error {
+	var mu sync.Mutex
+	var perr error
+	promise := func(_ *kgo.Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && perr == nil {
+			perr = err
+		}
+	}
+	failed := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return perr
+	}
 	if !transactional(cl) {
 		for _, e := range events {
-			cl.Produce(ctx, e.Record(topics, time.Now()), nil)
+			cl.Produce(ctx, e.Record(topics, time.Now()), promise)
 		}
 		if err := cl.Flush(ctx); err != nil {
+			return fmt.Errorf("nexmark: produce: %w", err)
+		}
+		if err := failed(); err != nil {
 			return fmt.Errorf("nexmark: produce: %w", err)
 		}
 		return nil
 	}
 	batch = max(batch, 1)
-	var perr error
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil && perr == nil {
-			perr = err
-		}
-	}
 	run := func(evs []Event, commit bool) error {
 		if err := cl.BeginTransaction(); err != nil {
 			return fmt.Errorf("nexmark: begin transaction: %w", err)
@@ -49,8 +61,8 @@ func Write(ctx context.Context, cl *kgo.Client, topics Topics, events []Event, b
 		if err := cl.Flush(ctx); err != nil {
 			return fmt.Errorf("nexmark: produce: %w", err)
 		}
-		if perr != nil {
-			return fmt.Errorf("nexmark: produce: %w", perr)
+		if err := failed(); err != nil {
+			return fmt.Errorf("nexmark: produce: %w", err)
 		}
 		end := kgo.TryAbort
 		if commit {
