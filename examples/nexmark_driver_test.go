@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/examples/nexmark"
+	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topologytest"
 )
@@ -196,9 +198,12 @@ func TestNexmarkQ7WindowEndIsInclusive(t *testing.T) {
 
 // TestNexmarkJoinRefusesMisKeyedRecords: q20's join is local because bids
 // are keyed by their auction; a bid keyed otherwise stops the job with
-// ErrNexmarkKey rather than waiting for ever in the wrong task.
+// ErrNexmarkKey rather than waiting for ever in the wrong task. Keys that
+// are not UTF-8 text fail to decode before that and go to the dead-letter
+// topic (the default for decoding errors), none lost.
 func TestNexmarkJoinRefusesMisKeyedRecords(t *testing.T) {
-	d, err := topologytest.New(examples.NexmarkQ20(examples.NexmarkTopics{Topics: nexmark.DefaultTopics, Output: "out"}))
+	d, err := topologytest.New(examples.NexmarkQ20(examples.NexmarkTopics{Topics: nexmark.DefaultTopics, Output: "out"}),
+		topologytest.DeadLetterTopic("dlq"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,9 +213,26 @@ func TestNexmarkJoinRefusesMisKeyedRecords(t *testing.T) {
 	if err := bids.PipeBytes(b.Key(), b.Value(), b.DateTime()); err != nil {
 		t.Fatalf("a bid keyed by its auction: %v", err)
 	}
-	for _, key := range [][]byte{nil, {}, []byte("1001 "), []byte("01001"), []byte("1000")} {
-		if err := bids.PipeBytes(key, b.Value(), b.DateTime()); !errors.Is(err, examples.ErrNexmarkKey) {
+	keys := append([][]byte{nil, {}, []byte("1001 "), []byte("01001"), []byte("1000"), []byte("+1001")}, testkeys.Bytes()...)
+	notText := 0
+	for _, key := range keys {
+		err := bids.PipeBytes(key, b.Value(), b.DateTime())
+		if !utf8.Valid(key) {
+			notText++
+			if err != nil {
+				t.Errorf("a bid keyed %q (not UTF-8): %v, want it dead-lettered", key, err)
+			}
+			continue
+		}
+		if !errors.Is(err, examples.ErrNexmarkKey) {
 			t.Errorf("a bid for auction 1001 keyed %q: %v, want ErrNexmarkKey", key, err)
 		}
+	}
+	dead, err := topologytest.NewOutputTopic(d, "dlq", serde.Bytes, serde.Bytes).ReadRecords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notText == 0 || len(dead) != notText {
+		t.Fatalf("%d dead letters, want the %d bids keyed by non-UTF-8 bytes", len(dead), notText)
 	}
 }
