@@ -3,7 +3,8 @@
 // distributions of the nexmark/nexmark repository's Flink generator, the
 // JSON records it writes to Kafka, and an oracle, a plain in-memory
 // computation of each query that sluice's examples implement
-// (examples/nexmark*.go), with a checker comparing a run's output with it.
+// (the nexmark-q* examples, examples/nexmark.go), with a checker
+// comparing a run's output with it.
 //
 // # The generator
 //
@@ -45,4 +46,30 @@
 //	person  {"id","name","emailAddress","creditCard","city","state","dateTime","extra"}
 //	auction {"id","itemName","description","initialBid","reserve","dateTime","expires","seller","category","extra"}
 //	bid     {"auction","bidder","price","channel","url","dateTime","extra"}
+//
+// # Queries and outputs
+//
+// Each query writes one topic, keys decimal unless said, values JSON of the
+// row type named. Append outputs are checked as multisets (every row exactly
+// once), upsert outputs (tables) by the last value per key.
+//
+//	q0   append  key auction        Q0Row: the bid's auction, bidder, price, dateTime, extra
+//	q1   append  key auction        Q1Row: q0 with price·0.908 exactly, to 3 decimals
+//	q2   append  key auction        Q2Row: bids on auctions whose id is a multiple of 123
+//	q3   upsert  key auction        Q3Row: category-10 auctions of sellers in OR, ID, CA
+//	q4   upsert  key category       Q4Row: the average of the auctions' highest in-time bid
+//	q5   append  key window start   Q5Row: the auctions with the most bids per 10 s hop window (2 s slide)
+//	q7   append  key window end     Q7Row: the bids at the highest price of each 10 s window
+//	q8   append  key person id      Q8Row: persons with an auction in the 10 s window they registered in
+//	q11  append  key bidder         Q11Row: bid sessions (10 s gap), end = last bid + gap
+//	q18  upsert  key bidder/auction Bid: the latest bid per bidder and auction
+//	q19  upsert  key auction        []Q19Row: the 10 highest bids, ranked
+//	q20  append  key auction        Q20Row: bids joined with their category-10 auction
+//
+// Where the SQL leaves a choice open, the queries and the oracle make the
+// same one: q18 keeps the later-arriving of two bids with equal times, q19
+// ranks the earlier of two equal prices first, q7 follows the SQL's
+// BETWEEN (a bid exactly at a window's end belongs to that window too).
+// nexmark-flink's q7 selects price into the bidder column and the other
+// way round; Q7Row does not.
 package nexmark
