@@ -67,7 +67,7 @@ func newGenCmd() *cobra.Command {
 	var o genOptions
 	cmd := &cobra.Command{
 		Use:   "gen billing [--brokers host:port,...] [--topic bills] [--rate 100] [--count 0]",
-		Short: "Produce input for a built-in example (billing): JSON bills at a steady rate",
+		Short: "Produce input for a built-in example: billing's JSON bills at a steady rate, or Nexmark's events (gen nexmark)",
 		Long: `gen produces the billing example's input: JSON bills (bill_id, account,
 amount_cents, ts) over --accounts accounts, a few of them hot, keyed by the
 account, by the bill id or not at all, so that the example's repartition by
@@ -86,7 +86,7 @@ then waits for every record to be acknowledged.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] != "billing" {
-				return fmt.Errorf("gen: no generator for %q (have [billing])", args[0])
+				return fmt.Errorf("gen: no generator for %q (have [billing nexmark])", args[0])
 			}
 			if err := o.validate(); err != nil {
 				return err
@@ -129,6 +129,7 @@ then waits for every record to be acknowledged.`,
 			_ = f.MarkHidden(k.flag)
 		}
 	}
+	cmd.AddCommand(newGenNexmarkCmd())
 	return cmd
 }
 
