@@ -98,7 +98,15 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.pingSinks(ctx); err != nil {
 		return err
 	}
+	// A savepoint's refusals come before anything is created or written.
+	sp, err := a.openSavepoint()
+	if err != nil {
+		return err
+	}
 	if err := a.prepareTopics(ctx); err != nil {
+		return err
+	}
+	if err := a.seedSavepoint(ctx, sp); err != nil {
 		return err
 	}
 	a.bnd.began = time.Now()

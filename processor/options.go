@@ -47,6 +47,7 @@ type config struct {
 	foldUpdates      bool          // fold.updates
 	bounded          bool          // Bounded, BoundedUntil (bounded.go)
 	until            time.Time
+	savepoint        savepointStart // FromSavepoint and its options (fromsavepoint.go)
 }
 
 func defaultConfig() config {
