@@ -29,8 +29,8 @@ type forkJob struct {
 	// topology that repartitions without event time cannot run bounded).
 	streaming bool
 	outputs   int
-	build   func(in string, outs []string) *topology.Topology
-	records func() []*kgo.Record
+	build     func(in string, outs []string) *topology.Topology
+	records   func() []*kgo.Record
 	// compare returns how got (per output topic, per key) differs from
 	// want, "" if it does not.
 	compare func(got, want []map[string][]string) string
@@ -344,4 +344,3 @@ func TestFromSavepointForkEqualsUninterrupted(t *testing.T) {
 func TestFromSavepointAfterResetEqualsUninterrupted(t *testing.T) {
 	t.Run("pageviews", func(t *testing.T) { runFork(t, pageViewsJob(), true, false) })
 }
-
