@@ -3,9 +3,12 @@ package processor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +21,9 @@ import (
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/savepoint"
+	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/window"
 )
 
 // forkJob is a topology a fork test runs: build it over an input and its
@@ -343,4 +348,235 @@ func TestFromSavepointForkEqualsUninterrupted(t *testing.T) {
 // application's own id, reset in between (an upgrade).
 func TestFromSavepointAfterResetEqualsUninterrupted(t *testing.T) {
 	t.Run("pageviews", func(t *testing.T) { runFork(t, pageViewsJob(), true, false) })
+}
+
+// kvCounts counts records per key (keys of any bytes) into the store
+// named store with value serde vs, and writes every count to out.
+func kvCounts(in, out, store string, vs serde.Serde[int64]) *topology.Topology {
+	tp := topology.New()
+	s := topology.From(tp, in, serde.Bytes, serde.String)
+	c := topology.Count(topology.GroupByKey(s), topology.Materialized(store, serde.Bytes, vs))
+	topology.To(topology.ToStream(c), out, serde.Bytes, vs)
+	return tp
+}
+
+// kvWindowed has a window store named counts: another layout.
+func kvWindowed(in, out string) *topology.Topology {
+	tp := topology.New()
+	s := topology.From(tp, in, serde.Bytes, serde.String)
+	c := topology.CountWindows(topology.WindowedBy(topology.GroupByKey(s), window.Tumbling(time.Minute)), topology.Materialized("counts", serde.Bytes, serde.Int64))
+	topology.To(topology.Map(topology.ToStream(c), func(w topology.Windowed[[]byte], n int64) ([]byte, int64) { return w.Key, n }), out, serde.Bytes, serde.Int64)
+	return tp
+}
+
+// kvInput is n records over keys of every length (0 to past 128 bytes,
+// raw bytes), and the count of each key.
+func kvInput(n int) ([]*kgo.Record, map[string]int64) {
+	keys := testkeys.Bytes()
+	counts := map[string]int64{}
+	var rs []*kgo.Record
+	for i := range n {
+		k := keys[(i*7)%len(keys)]
+		counts[string(k)]++
+		rs = append(rs, &kgo.Record{Key: k, Value: []byte("v"), Timestamp: time.UnixMilli(int64(i) * 10)})
+	}
+	return rs, counts
+}
+
+// kvSavepoint runs kvCounts over n records as a new application until it
+// caught up, stops it and returns its savepoint's directory, with the
+// input topic and the application id.
+func kvSavepoint(t *testing.T, addrs []string, n int) (dir, in, appID string, counts map[string]int64) {
+	t.Helper()
+	in, out := uniq(t, "kv-in"), uniq(t, "kv-out")
+	for _, tp := range []string{in, out} {
+		if err := broker.CreateTopic(context.Background(), addrs, tp, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, counts := kvInput(n)
+	produceAll(t, addrs, in, rs)
+	appID = uniq(t, "kv-a")
+	tp := kvCounts(in, out, "counts", serde.Int64)
+	stop := startApp(t, addrs, tp, appID, t.TempDir())
+	waitCaughtUp(t, addrs, planOf(t, kvCounts(in, out, "counts", serde.Int64)), appID)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(t.TempDir(), "sp")
+	takeSavepoint(t, addrs, kvCounts(in, out, "counts", serde.Int64), appID, dir)
+	return dir, in, appID, counts
+}
+
+// written describes what application appID has in Kafka: committed
+// offsets, changelog records of store, seed markers ("" if nothing).
+func written(t *testing.T, addrs []string, appID, store string) string {
+	t.Helper()
+	adm := admin(t, addrs)
+	ctx := context.Background()
+	var what []string
+	if os, err := adm.FetchOffsets(ctx, appID); err == nil {
+		os.Each(func(o kadm.OffsetResponse) {
+			if o.Err == nil && o.At >= 0 {
+				what = append(what, fmt.Sprintf("offset %s/%d@%d", o.Topic, o.Partition, o.At))
+			}
+		})
+	}
+	slices.Sort(what)
+	for _, tp := range []string{names.Changelog(appID, store), names.SavepointControl(appID)} {
+		ts, err := adm.ListTopics(ctx, tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts[tp].Err != nil || ts[tp].Topic == "" {
+			continue
+		}
+		if n := committedCount(t, addrs, tp); n > 0 {
+			what = append(what, fmt.Sprintf("%d records in %s", n, tp))
+		}
+	}
+	return strings.Join(what, ", ")
+}
+
+// copyDir copies a savepoint directory, for damaging the copy.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "copy")
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// editManifest rewrites dir's manifest with fn applied to its JSON.
+func editManifest(t *testing.T, dir string, fn func(m map[string]any)) {
+	t.Helper()
+	p := filepath.Join(dir, savepoint.ManifestFile)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	fn(m)
+	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startErr(t *testing.T, addrs []string, tp *topology.Topology, appID string, opts ...processor.Opt) error {
+	t.Helper()
+	app, err := processor.New(tp, append([]processor.Opt{processor.ApplicationID(appID), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), quietOpt()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Run did not return within 30s (it should refuse at once): %v", err)
+	}
+	return err
+}
+
+// TestFromSavepointRefusals: every way a savepoint or an application can
+// be unfit is refused, with a message naming the file or the store and the
+// rule, and leaves nothing written: no committed offsets, no changelog
+// records, no seed marker. Negative control of the "nothing written"
+// check: the accepted start it is compared with wrote.
+func TestFromSavepointRefusals(t *testing.T) {
+	addrs := testBrokers(t)
+	dir, in, appA, _ := kvSavepoint(t, addrs, 300)
+	out := uniq(t, "kv-out2")
+	if err := broker.CreateTopic(context.Background(), addrs, out, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	counts := func(vs serde.Serde[int64]) *topology.Topology { return kvCounts(in, out, "counts", vs) }
+	fork := processor.AllowOtherApp()
+	migrateFails := counts(serde.Int64Text)
+	topology.MigrateKeyValues(migrateFails, "counts", serde.Bytes, serde.Int64, serde.Bytes, serde.Int64Text, func(k []byte, v int64) ([]byte, int64, error) {
+		if len(k) == 129 {
+			return nil, 0, errors.New("no room for this key")
+		}
+		return k, v, nil
+	})
+	cases := []struct {
+		name  string
+		dir   func() string
+		tp    *topology.Topology
+		opts  []processor.Opt
+		is    error
+		needs []string
+	}{
+		{"corrupt checksum", func() string {
+			d := copyDir(t, dir)
+			editManifest(t, d, func(m map[string]any) {
+				part := m["stores"].([]any)[0].(map[string]any)["parts"].([]any)[1].(map[string]any)
+				part["checksum"] = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+			})
+			return d
+		}, counts(serde.Int64), []processor.Opt{fork}, savepoint.ErrCorrupt, []string{"store \"counts\" partition 1", "checksum"}},
+		{"missing part", func() string {
+			d := copyDir(t, dir)
+			if err := os.RemoveAll(filepath.Join(d, appA, "0_0", "counts")); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}, counts(serde.Int64), []processor.Opt{fork}, savepoint.ErrIncomplete, []string{filepath.Join(appA, "0_0", "counts"), "missing"}},
+		{"format 99", func() string {
+			d := copyDir(t, dir)
+			editManifest(t, d, func(m map[string]any) { m["format"] = 99 })
+			return d
+		}, counts(serde.Int64), []processor.Opt{fork}, savepoint.ErrFormat, []string{savepoint.ManifestFile, "format 99"}},
+		{"other application", func() string { return dir }, counts(serde.Int64), nil, processor.ErrSavepointOtherApp, []string{appA, "--allow-other-app"}},
+		{"dropped store", func() string { return dir }, kvCounts(in, out, "tallies", serde.Int64), []processor.Opt{fork}, processor.ErrSavepointIncompatible, []string{`store "counts"`, "dropped state", "--allow-dropped-state"}},
+		{"serde changed", func() string { return dir }, counts(serde.Int64Text), []processor.Opt{fork}, processor.ErrSavepointIncompatible, []string{`store "counts"`, "serde changed", "MigrateStore"}},
+		{"layout changed", func() string { return dir }, kvWindowed(in, out), []processor.Opt{fork}, processor.ErrSavepointIncompatible, []string{`store "counts"`, "layout changed", "key-value", "window"}},
+		{"migration fails", func() string { return dir }, migrateFails, []processor.Opt{fork}, processor.ErrSavepointIncompatible, []string{`store "counts"`, "no room for this key", "migration of key"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			app := uniq(t, "kv-z")
+			err := startErr(t, addrs, c.tp, app, append([]processor.Opt{processor.FromSavepoint(c.dir())}, c.opts...)...)
+			if !errors.Is(err, c.is) {
+				t.Fatalf("Run: %v, want %v", err, c.is)
+			}
+			for _, s := range c.needs {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("the refusal does not say %q: %v", s, err)
+				}
+			}
+			if w := written(t, addrs, app, "counts"); w != "" {
+				t.Errorf("a refused start wrote: %s", w)
+			}
+		})
+	}
+	t.Run("application has state", func(t *testing.T) {
+		// appA itself: committed offsets and changelog records.
+		before := written(t, addrs, appA, "counts")
+		err := startErr(t, addrs, counts(serde.Int64), appA, processor.FromSavepoint(dir))
+		if !errors.Is(err, processor.ErrApplicationHasState) || !strings.Contains(err.Error(), "sluice reset") {
+			t.Fatalf("Run: %v, want ErrApplicationHasState naming the reset", err)
+		}
+		if after := written(t, addrs, appA, "counts"); after != before {
+			t.Errorf("a refused start changed the application: before %s, after %s", before, after)
+		}
+	})
+	t.Run("control: an accepted start writes", func(t *testing.T) {
+		app := uniq(t, "kv-ok")
+		stop := startApp(t, addrs, counts(serde.Int64), app, t.TempDir(), processor.FromSavepoint(dir), fork)
+		waitCaughtUp(t, addrs, planOf(t, counts(serde.Int64)), app)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if written(t, addrs, app, "counts") == "" {
+			t.Fatal("the check of what a start wrote finds nothing after an accepted start: it cannot tell")
+		}
+	})
 }
