@@ -580,3 +580,117 @@ func TestFromSavepointRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestFromSavepointMigratesStore: a store whose value serde changed
+// starts from the savepoint through its typed migration, which rewrites
+// every value and drops some keys; the new application's changelog then
+// holds exactly the migrated entries, and counting continues from them.
+func TestFromSavepointMigratesStore(t *testing.T) {
+	addrs := testBrokers(t)
+	dir, in, _, counts := kvSavepoint(t, addrs, 300)
+	out := uniq(t, "kv-mig-out")
+	if err := broker.CreateTopic(context.Background(), addrs, out, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	build := func() *topology.Topology {
+		tp := kvCounts(in, out, "counts", serde.Int64Text)
+		topology.MigrateKeyValues(tp, "counts", serde.Bytes, serde.Int64, serde.Bytes, serde.Int64Text, func(k []byte, v int64) ([]byte, int64, error) {
+			if len(k)%5 == 1 {
+				return nil, 0, topology.DropEntry
+			}
+			return k, v * 1000, nil
+		})
+		return tp
+	}
+	app := uniq(t, "kv-mig")
+	stop := startApp(t, addrs, build(), app, t.TempDir(), processor.FromSavepoint(dir), processor.AllowOtherApp())
+	waitCaughtUp(t, addrs, planOf(t, build()), app)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{}
+	for k, n := range counts {
+		if len(k)%5 != 1 {
+			want[k] = []string{fmt.Sprint(n * 1000)}
+		}
+	}
+	if d := diffPerKey(perKey(t, addrs, names.Changelog(app, "counts")), want); d != "" {
+		t.Fatalf("migrated changelog: %s", d)
+	}
+	// Counting goes on from the migrated values (a dropped key from 0).
+	more, _ := kvInput(40)
+	produceAll(t, addrs, in, more)
+	stop = startApp(t, addrs, build(), app, t.TempDir(), processor.FromSavepoint(dir), processor.AllowOtherApp())
+	waitCaughtUp(t, addrs, planOf(t, build()), app)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := perKey(t, addrs, out)
+	_, added := kvInput(40)
+	for k, n := range added {
+		base := int64(0)
+		if len(k)%5 != 1 {
+			base = counts[k] * 1000
+		}
+		vs := got[k]
+		if len(vs) == 0 || vs[len(vs)-1] != fmt.Sprint(base+n) {
+			t.Errorf("key %x: counts %q, want the last %d", k, vs, base+n)
+		}
+	}
+}
+
+// TestFromSavepointTwoInstancesSeedOnce: two instances of one application
+// started together from the same savepoint seed it once: one seed marker,
+// the changelog holds exactly the savepoint's records, and the counts
+// continue exactly. Restarting one with the same savepoint again is a
+// no-op (the marker says it is seeded from it).
+func TestFromSavepointTwoInstancesSeedOnce(t *testing.T) {
+	addrs := testBrokers(t)
+	dir, in, _, counts := kvSavepoint(t, addrs, 300)
+	out := uniq(t, "kv-two-out")
+	if err := broker.CreateTopic(context.Background(), addrs, out, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := savepoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func() *topology.Topology { return kvCounts(in, out, "counts", serde.Int64) }
+	app := uniq(t, "kv-two")
+	opts := []processor.Opt{processor.FromSavepoint(dir), processor.AllowOtherApp()}
+	stop1 := startApp(t, addrs, build(), app, t.TempDir(), opts...)
+	stop2 := startApp(t, addrs, build(), app, t.TempDir(), opts...)
+	waitCaughtUp(t, addrs, planOf(t, build()), app)
+	for _, stop := range []func() error{stop1, stop2} {
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := committedCount(t, addrs, names.SavepointControl(app)); n != 1 {
+		t.Errorf("%d seed markers, want 1", n)
+	}
+	if n, want := committedCount(t, addrs, names.Changelog(app, "counts")), m.Manifest().Store("counts").Records; int64(n) != want {
+		t.Errorf("the changelog holds %d records after the seed, the savepoint %d: seeded twice?", n, want)
+	}
+	more, added := kvInput(60)
+	produceAll(t, addrs, in, more)
+	stop := startApp(t, addrs, build(), app, t.TempDir(), opts...)
+	waitCaughtUp(t, addrs, planOf(t, build()), app)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := committedCount(t, addrs, names.SavepointControl(app)); n != 1 {
+		t.Errorf("%d seed markers after a restart with the same savepoint, want 1", n)
+	}
+	got := perKey(t, addrs, out)
+	for k, n := range added {
+		if vs := got[k]; len(vs) == 0 || vs[len(vs)-1] != string(serdeInt64(counts[k]+n)) {
+			t.Errorf("key %x: last count %q, want %d", k, vs, counts[k]+n)
+		}
+	}
+}
+
+func serdeInt64(n int64) []byte {
+	b, _ := serde.Int64.Encode(n)
+	return b
+}
