@@ -105,6 +105,13 @@ func AllowDroppedState() Opt { return opt(func(c *config) { c.savepoint.allowDro
 // Default: such a savepoint refuses the start (ErrSavepointOtherApp).
 func AllowOtherApp() Opt { return opt(func(c *config) { c.savepoint.allowOtherApp = true }) }
 
+// rescaleRoute and rescaleMerge are package rescale's, replaced by a
+// test's stand-in while that package is not implemented.
+var (
+	rescaleRoute = rescale.Route
+	rescaleMerge = rescale.Merge
+)
+
 // seedMarkerKey is the key of the seed marker on the savepoint control
 // topic; its value is a seedMarker as JSON. Other records of the topic
 // (the savepoint protocol's) are ignored here.
@@ -416,7 +423,7 @@ func (a *App) eachSeed(sp *savepoint.Savepoint, emit func(topic string, p int32,
 				if err != nil || nk == nil {
 					return err
 				}
-				np, per, err := rescale.Route(kind, nk, width)
+				np, per, err := rescaleRoute(kind, nk, width)
 				if err != nil {
 					return fmt.Errorf("%w: store %q: rescale from %d to %d partitions: %w", ErrSavepointIncompatible, s.Name, s.Partitions, width, err)
 				}
@@ -436,7 +443,7 @@ func (a *App) eachSeed(sp *savepoint.Savepoint, emit func(topic string, p int32,
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			v, err := rescale.Merge(kind, []byte(k), perTask[k])
+			v, err := rescaleMerge(kind, []byte(k), perTask[k])
 			if err != nil {
 				return n, fmt.Errorf("%w: store %q: rescale from %d to %d partitions: %w", ErrSavepointIncompatible, s.Name, s.Partitions, width, err)
 			}
