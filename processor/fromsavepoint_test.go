@@ -768,3 +768,34 @@ func TestFromSavepointRescalesKeyValueStore(t *testing.T) {
 		}
 	})
 }
+
+// TestFromSavepointAllowDroppedState: with AllowDroppedState a savepoint
+// store the topology lacks is discarded and a store the savepoint lacks
+// starts empty; the inputs still resume at the savepoint's offsets (the
+// counts of the renamed store count only what comes after the cut).
+func TestFromSavepointAllowDroppedState(t *testing.T) {
+	addrs := testBrokers(t)
+	dir, in, _, _ := kvSavepoint(t, addrs, 200)
+	out := uniq(t, "kv-drop-out")
+	if err := broker.CreateTopic(context.Background(), addrs, out, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	more, added := kvInput(30)
+	produceAll(t, addrs, in, more)
+	build := func() *topology.Topology { return kvCounts(in, out, "tallies", serde.Int64) }
+	app := uniq(t, "kv-drop")
+	stop := startApp(t, addrs, build(), app, t.TempDir(), processor.FromSavepoint(dir), processor.AllowOtherApp(), processor.AllowDroppedState())
+	waitCaughtUp(t, addrs, planOf(t, build()), app)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := perKey(t, addrs, out)
+	for k, n := range added {
+		if vs := got[k]; len(vs) == 0 || vs[len(vs)-1] != string(serdeInt64(n)) {
+			t.Errorf("key %x: last count %x, want %d (the new store starts empty, the input at the cut)", k, vs, n)
+		}
+	}
+	if n := committedCount(t, addrs, names.SavepointControl(app)); n != 1 {
+		t.Errorf("%d seed markers, want 1", n)
+	}
+}
