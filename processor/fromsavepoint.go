@@ -112,6 +112,98 @@ var (
 	rescaleMerge = rescale.Merge
 )
 
+// resizeTimeState lays a merged time state's watermark tracker out for a
+// task whose inputs changed width (package rescale's ResizeTimeState, by
+// the widths of its input groups). Until it is set, a rescale that changes
+// the width of a sub-topology's repartition inputs is refused rather than
+// seeding a time state its task could not read.
+var resizeTimeState func(b []byte, old, new []int) ([]byte, error)
+
+// rescaleSources are the old partitions, of oldN, whose keys can belong to
+// partition p of newN: those congruent to p modulo gcd(oldN, newN) (a
+// key's hash h has h ≡ p and h ≡ o modulo it). Merging only their per-task
+// values is as safe as merging all and keeps the watermark higher
+// (package rescale's Sources).
+func rescaleSources(p, oldN, newN int32) []int32 {
+	g, b := oldN, newN
+	for b != 0 {
+		g, b = b, g%b
+	}
+	var olds []int32
+	for o := p % g; o < oldN; o += g {
+		olds = append(olds, o)
+	}
+	return olds
+}
+
+// resizeTime lays the merged time state v of a task of sub out for its
+// new input widths, if they changed: the inputs of its tracker are one per
+// user topic and, per repartition topic, one per partition of it.
+func (a *App) resizeTime(sub *exec.SubTopology, m *savepoint.Manifest, v []byte) ([]byte, error) {
+	oldW := a.subWidths(func(topic string) int32 {
+		if in := m.Input(topic); in != nil {
+			return in.Partitions
+		}
+		return 0
+	})
+	groups := func(widths map[int]int32) []int {
+		var g []int
+		for _, src := range sub.Sources {
+			for _, t := range src.Topics {
+				w := 1
+				if src.Internal {
+					w = max(1, int(widths[a.writerOf(t)]))
+				}
+				g = append(g, w)
+			}
+		}
+		return g
+	}
+	old, now := groups(oldW), groups(a.partitions)
+	if slices.Equal(old, now) {
+		return v, nil
+	}
+	if resizeTimeState == nil {
+		return nil, fmt.Errorf("the time state's inputs change width (%v → %v) and this build cannot lay it out anew", old, now)
+	}
+	return resizeTimeState(v, old, now)
+}
+
+// writerOf is the sub-topology writing the repartition topic t (named as
+// in the plan), -1 if none.
+func (a *App) writerOf(t string) int {
+	for _, sub := range a.plan.Subs {
+		for _, n := range sub.Nodes {
+			if n.Kind == exec.KindSink && n.Internal && n.Topics[0] == t {
+				return sub.ID
+			}
+		}
+	}
+	return -1
+}
+
+// subWidths is every sub-topology's partition count for the user topics'
+// counts given, by prepareTopics' rule: the widest of its user topics and
+// of the repartition topics it reads, which are as wide as their writers.
+func (a *App) subWidths(count func(topic string) int32) map[int]int32 {
+	w := map[int]int32{}
+	for range len(a.plan.Subs) + 1 {
+		for _, sub := range a.plan.Subs {
+			topics, internal := sub.SourceTopics()
+			var n int32
+			for i, t := range topics {
+				if internal[i] {
+					n = max(n, w[a.writerOf(t)])
+				} else {
+					n = max(n, count(t))
+				}
+			}
+			w[sub.ID] = n
+		}
+	}
+	return w
+}
+
 // seedMarkerKey is the key of the seed marker on the savepoint control
 // topic; its value is a seedMarker as JSON. Other records of the topic
 // (the savepoint protocol's) are ignored here.
@@ -173,7 +265,7 @@ func (a *App) checkCompatible(m *savepoint.Manifest) error {
 			continue
 		}
 		kind := exec.StoreLayout(spec)
-		if s.Layout != "" && kind != "" && string(kind) != s.Layout {
+		if s.Layout != "" && kind != "" && !a.sameLayout(s.Layout, s.Name, kind) {
 			refuse(s.Name, "layout changed", "the savepoint holds a %s store, the topology a %s store", s.Layout, kind)
 			continue
 		}
@@ -201,6 +293,45 @@ func (a *App) checkCompatible(m *savepoint.Manifest) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameLayout reports whether a savepoint's layout name for store fits
+// the topology's store of layout kind. Names a savepoint took from the
+// state reader's reading of the plan (which tells sliding from window
+// stores, and subscriptions from key-value stores, only by Store.Layout)
+// are compared with that same reading of the new plan.
+func (a *App) sameLayout(saved, store string, kind layout.StoreKind) bool {
+	return saved == string(kind) || saved == planLayoutWithoutKind(a.plan, store)
+}
+
+// planLayoutWithoutKind is a store's layout as read from the plan's query
+// hooks and flags alone, ignoring Store.Layout: state.Reader's reading.
+func planLayoutWithoutKind(plan *exec.Plan, name string) string {
+	spec := plan.Stores[name]
+	switch {
+	case spec.TimeState:
+		return string(layout.KindTime)
+	case spec.Query != nil && spec.Query.Windows != nil:
+		return string(layout.KindWindow)
+	case spec.Query != nil:
+		return string(layout.KindKV)
+	case spec.Windowed:
+		other, ok := strings.CutSuffix(name, "-left")
+		if ok {
+			other += "-right"
+		} else if other, ok = strings.CutSuffix(name, "-right"); ok {
+			other += "-left"
+		}
+		for _, sub := range plan.Subs {
+			for _, n := range sub.Nodes {
+				if ok && slices.Contains(n.Stores, name) && slices.Contains(n.Stores, other) {
+					return string(layout.KindJoin)
+				}
+			}
+		}
+		return string(layout.KindTimers)
+	}
+	return string(layout.KindState)
 }
 
 // seedSavepoint seeds the application from sp (step 3 of the file's
@@ -414,9 +545,10 @@ func (a *App) eachSeed(sp *savepoint.Savepoint, emit func(topic string, p int32,
 			continue
 		}
 		// Rescaling: every keyed entry goes to its key's partition
-		// under the new count; the per-task ones are merged and go to
-		// every new partition.
-		perTask := map[string][][]byte{}
+		// under the new count; each new partition gets the merge of
+		// the per-task entries of the old partitions whose keys can
+		// reach it.
+		perTask := map[string]map[int32][]byte{}
 		for p := range s.Partitions {
 			if err := sp.Each(s.Name, p, func(k, v []byte) error {
 				nk, nv, err := migrate(k, v)
@@ -428,7 +560,10 @@ func (a *App) eachSeed(sp *savepoint.Savepoint, emit func(topic string, p int32,
 					return fmt.Errorf("%w: store %q: rescale from %d to %d partitions: %w", ErrSavepointIncompatible, s.Name, s.Partitions, width, err)
 				}
 				if per {
-					perTask[string(nk)] = append(perTask[string(nk)], append([]byte{}, nv...))
+					if perTask[string(nk)] == nil {
+						perTask[string(nk)] = map[int32][]byte{}
+					}
+					perTask[string(nk)][p] = append([]byte{}, nv...)
 					return nil
 				}
 				put(np, nk, nv)
@@ -437,17 +572,25 @@ func (a *App) eachSeed(sp *savepoint.Savepoint, emit func(topic string, p int32,
 				return n, fmt.Errorf("processor: from savepoint: %w", err)
 			}
 		}
-		keys := make([]string, 0, len(perTask))
-		for k := range perTask {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			v, err := rescaleMerge(kind, []byte(k), perTask[k])
-			if err != nil {
-				return n, fmt.Errorf("%w: store %q: rescale from %d to %d partitions: %w", ErrSavepointIncompatible, s.Name, s.Partitions, width, err)
-			}
+		sub := a.plan.Subs[a.plan.StoreSub[s.Name]]
+		for _, k := range slices.Sorted(maps.Keys(perTask)) {
 			for p := range width {
+				var vals [][]byte
+				for _, o := range rescaleSources(p, s.Partitions, width) {
+					if v, ok := perTask[k][o]; ok {
+						vals = append(vals, v)
+					}
+				}
+				if len(vals) == 0 {
+					continue // no old task that can reach p had it
+				}
+				v, err := rescaleMerge(kind, []byte(k), vals)
+				if err == nil && k == string(layout.TimeStateKey) {
+					v, err = a.resizeTime(sub, m, v)
+				}
+				if err != nil {
+					return n, fmt.Errorf("%w: store %q: rescale from %d to %d partitions: %w", ErrSavepointIncompatible, s.Name, s.Partitions, width, err)
+				}
 				put(p, []byte(k), v)
 			}
 		}

@@ -9,3 +9,7 @@ func SetRescale(route func(layout.StoreKind, []byte, int32) (int32, bool, error)
 	rescaleRoute, rescaleMerge = route, merge
 	return func() { rescaleRoute, rescaleMerge = pr, pm }
 }
+
+// CanResizeTimeState reports whether a rescale can lay a time state out
+// for other input widths (resizeTimeState is set).
+func CanResizeTimeState() bool { return resizeTimeState != nil }

@@ -799,3 +799,64 @@ func TestFromSavepointAllowDroppedState(t *testing.T) {
 		t.Errorf("%d seed markers, want 1", n)
 	}
 }
+
+// TestFromSavepointRescalesPageViews: pageviews' savepoint over 3 input
+// partitions starts a fork after the input grew to 6: its window store
+// (with the time state, whose repartition inputs change width) and its
+// session store are redistributed, and the per-minute counts of the
+// bounded fork, after A's, equal an uninterrupted bounded run's over the
+// same input. The views are out of order within the watermark's bound
+// only, so no view's lateness depends on the partitioning (package
+// rescale's doc). Sessions are not compared: the uninterrupted run reads
+// a user's views from two partitions (before and after the input grew),
+// which splits its sessions. It runs once package rescale and the time
+// state's resizing are in the build.
+func TestFromSavepointRescalesPageViews(t *testing.T) {
+	if !rescaleImplemented() || !processor.CanResizeTimeState() {
+		t.Skip("package rescale's Route and ResizeTimeState are not in this build yet")
+	}
+	addrs := testBrokers(t)
+	in := uniq(t, "rs-pv-in")
+	if err := broker.CreateTopic(context.Background(), addrs, in, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	users := testkeys.Bytes()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	views := func(from, to int) []*kgo.Record {
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			ts := base + int64(i)*1500
+			if i%7 == 3 {
+				ts -= 5000 // out of order, within the 10 s bound
+			}
+			v, _ := json.Marshal(examples.PageView{User: fmt.Sprintf("u%d", i%len(users)), Page: fmt.Sprintf("/p%d", i%9), TS: ts})
+			rs = append(rs, &kgo.Record{Key: users[(i*31)%len(users)], Value: v})
+		}
+		return rs
+	}
+	job := pageViewsJob()
+	outsA, outsB, outsC := topicsNamed(t, addrs, "rs-a", 4, 2), topicsNamed(t, addrs, "rs-b", 4, 2), topicsNamed(t, addrs, "rs-c", 4, 2)
+	produceAll(t, addrs, in, views(0, 400))
+	appA := uniq(t, "rs-a")
+	stop := startApp(t, addrs, job.build(in, outsA), appA, t.TempDir())
+	waitCaughtUp(t, addrs, planOf(t, job.build(in, outsA)), appA)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sp")
+	takeSavepoint(t, addrs, job.build(in, outsA), appA, dir)
+	if _, err := admin(t, addrs).CreatePartitions(context.Background(), 6, in); err != nil {
+		t.Fatal(err)
+	}
+	produceAll(t, addrs, in, views(400, 800))
+	run(t, addrs, job, in, outsB, uniq(t, "rs-b"), processor.FromSavepoint(dir), processor.AllowOtherApp())
+	run(t, addrs, job, in, outsC, uniq(t, "rs-c"))
+	got := concat(perKey(t, addrs, outsA[0]), perKey(t, addrs, outsB[0]))
+	want := perKey(t, addrs, outsC[0])
+	if len(want) == 0 {
+		t.Fatal("the uninterrupted run counted nothing")
+	}
+	if d := diffPerKey(got, want); d != "" {
+		t.Fatalf("per-minute counts after rescaling 3 → 6: %s", d)
+	}
+}
