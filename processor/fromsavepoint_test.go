@@ -351,6 +351,7 @@ func TestFromSavepointForkEqualsUninterrupted(t *testing.T) {
 // application's own id, reset in between (an upgrade).
 func TestFromSavepointAfterResetEqualsUninterrupted(t *testing.T) {
 	t.Run("pageviews", func(t *testing.T) { runFork(t, pageViewsJob(), true, false) })
+	t.Run("billing", func(t *testing.T) { runFork(t, billingJob(), true, false) })
 }
 
 // kvCounts counts records per key (keys of any bytes) into the store
