@@ -861,3 +861,127 @@ func TestFromSavepointRescalesPageViews(t *testing.T) {
 		t.Fatalf("per-minute counts after rescaling 3 → 6: %s", d)
 	}
 }
+
+// TestFromSavepointChangelogState: a changelog with a committed record
+// makes an application one with state (refused, naming the changelog
+// partition), while one holding only an aborted transaction's records (a
+// fenced seeder's) does not: the start seeds.
+func TestFromSavepointChangelogState(t *testing.T) {
+	addrs := testBrokers(t)
+	dir, in, _, _ := kvSavepoint(t, addrs, 100)
+	out := uniq(t, "kv-cl-out")
+	if err := broker.CreateTopic(context.Background(), addrs, out, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	build := func() *topology.Topology { return kvCounts(in, out, "counts", serde.Int64) }
+	opts := []processor.Opt{processor.FromSavepoint(dir), processor.AllowOtherApp()}
+
+	committed := uniq(t, "kv-cl")
+	if err := broker.CreateTopic(context.Background(), addrs, names.Changelog(committed, "counts"), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	produceAll(t, addrs, names.Changelog(committed, "counts"), []*kgo.Record{{Key: []byte("k"), Value: []byte("v"), Partition: 1}})
+	err := startErr(t, addrs, build(), committed, opts...)
+	if !errors.Is(err, processor.ErrApplicationHasState) || !strings.Contains(err.Error(), names.Changelog(committed, "counts")+"/") {
+		t.Fatalf("Run with a committed changelog record: %v, want ErrApplicationHasState naming the changelog", err)
+	}
+
+	aborted := uniq(t, "kv-ab")
+	if err := broker.CreateTopic(context.Background(), addrs, names.Changelog(aborted, "counts"), 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	produceAborted(t, addrs, names.Changelog(aborted, "counts"), 20)
+	stop := startApp(t, addrs, build(), aborted, t.TempDir(), opts...)
+	waitCaughtUp(t, addrs, planOf(t, build()), aborted)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := committedCount(t, addrs, names.SavepointControl(aborted)); n != 1 {
+		t.Fatalf("%d seed markers after a start over aborted changelog records, want 1", n)
+	}
+}
+
+// produceAborted writes n records to topic in a transaction it aborts.
+func produceAborted(t *testing.T, addrs []string, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID(uniq(t, "aborter")), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := &kgo.Record{Key: []byte(fmt.Sprintf("aborted-%d", i)), Value: []byte("{not json")}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFromSavepointRecreatedTopic: an input topic deleted and created
+// again since the savepoint (another topic id) is read from its start, not
+// at the savepoint's offsets, which belong to the old log. Negative
+// control: with the savepoint's topic id blanked (no id known, so the
+// offsets are resumed) the counts come out short.
+func TestFromSavepointRecreatedTopic(t *testing.T) {
+	addrs := testBrokers(t)
+	dir, in, _, counts := kvSavepoint(t, addrs, 300)
+	adm := admin(t, addrs)
+	if _, err := adm.DeleteTopics(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := broker.CreateTopic(context.Background(), addrs, in, 2, nil)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	fresh, added := kvInput(700) // longer than the old log: its offsets are in range
+	produceAll(t, addrs, in, fresh)
+	check := func(t *testing.T, dir string) string {
+		out := uniq(t, "kv-re-out")
+		if err := broker.CreateTopic(context.Background(), addrs, out, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+		build := func() *topology.Topology { return kvCounts(in, out, "counts", serde.Int64) }
+		app := uniq(t, "kv-re")
+		stop := startApp(t, addrs, build(), app, t.TempDir(), processor.FromSavepoint(dir), processor.AllowOtherApp())
+		waitCaughtUp(t, addrs, planOf(t, build()), app)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		got := perKey(t, addrs, out)
+		var bad []string
+		for k, n := range added {
+			if vs := got[k]; len(vs) == 0 || vs[len(vs)-1] != string(serdeInt64(counts[k]+n)) {
+				bad = append(bad, fmt.Sprintf("key %x: last %x, want %d", k, vs, counts[k]+n))
+			}
+		}
+		sort.Strings(bad)
+		return strings.Join(bad[:min(len(bad), 3)], "; ")
+	}
+	if d := check(t, dir); d != "" {
+		t.Fatalf("the re-created topic was not read from its start: %s", d)
+	}
+	t.Run("control", func(t *testing.T) {
+		d := copyDir(t, dir)
+		editManifest(t, d, func(m map[string]any) {
+			for _, in := range m["inputs"].([]any) {
+				delete(in.(map[string]any), "topic_id")
+			}
+		})
+		if check(t, d) == "" {
+			t.Fatal("resuming the old offsets on the new log still counted everything: the check cannot tell")
+		}
+	})
+}
