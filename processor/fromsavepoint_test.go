@@ -257,7 +257,13 @@ func runFork(t *testing.T, job forkJob, sameApp, control bool) {
 	outsA, outsB, outsC := topicsNamed(t, addrs, "sp-a", job.outputs, 2), topicsNamed(t, addrs, "sp-b", job.outputs, 2), topicsNamed(t, addrs, "sp-c", job.outputs, 2)
 	recs := job.records()
 	cut := len(recs) * 11 / 20
-	produceAll(t, addrs, in, recs[:cut])
+	// Aborted transactions on the input, before and after the cut:
+	// nothing reads them, and the offsets step over their markers (the
+	// input never ends with one: waitCaughtUp waits for the end).
+	produceAborted(t, addrs, in, 15)
+	produceAll(t, addrs, in, recs[:cut/2])
+	produceAborted(t, addrs, in, 15)
+	produceAll(t, addrs, in, recs[cut/2:cut])
 
 	appA := uniq(t, "sp-a")
 	tpA := job.build(in, outsA)
@@ -275,6 +281,7 @@ func runFork(t *testing.T, job forkJob, sameApp, control bool) {
 	if records == 0 {
 		t.Fatal("the savepoint holds no state: the test would prove nothing")
 	}
+	produceAborted(t, addrs, in, 15)
 	produceAll(t, addrs, in, recs[cut:])
 
 	appB, opts := uniq(t, "sp-b"), []processor.Opt{processor.FromSavepoint(dir), processor.AllowOtherApp()}
