@@ -387,7 +387,12 @@ func (a *App) markerAllows(mk *seedMarker, sp *savepoint.Savepoint) error {
 		ErrApplicationHasState, a.cfg.appID, mk.Savepoint, sp.Manifest().ID, sp.Dir())
 }
 
-func (a *App) seedTxnTimeout() time.Duration { return max(a.cfg.txnTimeout, time.Minute) }
+// seedTxnTimeout is the seed's transaction timeout: long enough for a
+// large savepoint's records, within Kafka's default
+// transaction.max.timeout.ms (15 minutes). A seeder that dies mid-seed
+// holds nobody up for it: the next seeder's InitProducerID, with the same
+// transactional id, aborts its transaction at once.
+func (a *App) seedTxnTimeout() time.Duration { return max(a.cfg.txnTimeout, 5*time.Minute) }
 
 // fencedSeed reports an error of a seeder that another seeder fenced.
 func fencedSeed(err error) bool {
