@@ -992,3 +992,58 @@ func TestFromSavepointRecreatedTopic(t *testing.T) {
 		}
 	})
 }
+
+// TestFromSavepointJoinsEveryRefusal: the compatibility check reports
+// every store and rule at once, before it reaches a broker (the brokers
+// given here do not exist).
+func TestFromSavepointJoinsEveryRefusal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sp")
+	w, err := savepoint.Create(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &savepoint.Manifest{ID: "sp-join", Application: "app"}
+	for _, st := range []savepoint.Store{
+		{Name: "counts", Layout: "key-value", KeySerde: serde.ID(serde.Bytes), ValueSerde: serde.ID(serde.Int64), Partitions: 1},
+		{Name: "totals", Layout: "key-value", KeySerde: serde.ID(serde.Bytes), ValueSerde: serde.ID(serde.Int64), Partitions: 1},
+		{Name: "win", Layout: "key-value", KeySerde: serde.ID(serde.Bytes), ValueSerde: serde.ID(serde.Int64), Partitions: 1},
+	} {
+		pw, err := w.Part("app", savepoint.TaskID(0, 0), st.Name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := pw.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Parts = []savepoint.Part{part}
+		m.Stores = append(m.Stores, st)
+	}
+	if err := w.Commit(m); err != nil {
+		t.Fatal(err)
+	}
+	tp := topology.New()
+	s := topology.From(tp, "in", serde.Bytes, serde.String)
+	topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.Bytes, serde.Int64Text))
+	topology.CountWindows(topology.WindowedBy(topology.GroupByKey(s), window.Tumbling(time.Minute)), topology.Materialized("win", serde.Bytes, serde.Int64))
+	app, err := processor.New(tp, processor.ApplicationID("app"), processor.Brokers("127.0.0.1:1"), processor.StateDir(t.TempDir()),
+		processor.FromSavepoint(dir), quietOpt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	if !errors.Is(err, processor.ErrSavepointIncompatible) {
+		t.Fatalf("Run: %v, want ErrSavepointIncompatible", err)
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) || len(joined.Unwrap()) != 3 {
+		t.Fatalf("Run: %v, want three refusals joined", err)
+	}
+	for _, want := range []string{`store "counts": serde changed`, `store "totals": dropped state`, `store "win": layout changed`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusals do not say %q: %v", want, err)
+		}
+	}
+}
