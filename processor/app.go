@@ -104,6 +104,11 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.pingSinks(ctx); err != nil {
 		return err
 	}
+	// A savepoint's refusals come before anything is created or written.
+	sp, err := a.openSavepoint()
+	if err != nil {
+		return err
+	}
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
@@ -113,6 +118,9 @@ func (a *App) Run(ctx context.Context) error {
 		a.log.Warn("savepoint: no control topic; this instance cannot take part in savepoints", "err", err)
 	}
 	defer a.spc.close()
+	if err := a.seedSavepoint(ctx, sp); err != nil {
+		return err
+	}
 	a.bnd.began = time.Now()
 	if err := a.takeBounds(ctx); err != nil {
 		return err

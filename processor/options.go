@@ -47,8 +47,9 @@ type config struct {
 	foldUpdates      bool          // fold.updates
 	bounded          bool          // Bounded, BoundedUntil (bounded.go)
 	until            time.Time
-	spContinue       bool          // SavepointContinue (savepoint.go)
-	spTimeout        time.Duration // SavepointTimeout
+	spContinue       bool           // SavepointContinue (savepoint.go)
+	spTimeout        time.Duration  // SavepointTimeout
+	savepoint        savepointStart // FromSavepoint and its options (fromsavepoint.go)
 }
 
 func defaultConfig() config {

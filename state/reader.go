@@ -317,6 +317,9 @@ func planLayout(plan *exec.Plan, name string) string {
 	if !ok {
 		return LayoutUnknown
 	}
+	if spec.Layout != "" {
+		return string(spec.Layout) // what the DSL declared
+	}
 	switch {
 	case spec.TimeState:
 		return string(layout.KindTime)

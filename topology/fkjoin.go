@@ -2,6 +2,7 @@ package topology
 
 import (
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 )
@@ -67,6 +68,7 @@ func fkJoin[K, V, KO, VO, VR any](l Table[K, V], r Table[KO, VO], fk func(V) KO,
 		return Table[K, VR]{t: t, n: l.n}
 	}
 	subs := Materialized(j.Name+"-subscriptions", serde.Bytes, serde.Bytes)
+	subs.spec.Layout = layout.KindSubscriptions
 	results := Materialized(j.Name+"-results", lm.ks, j.Result)
 	if !subs.register(t) || !results.register(t) {
 		return Table[K, VR]{t: t, n: l.n}

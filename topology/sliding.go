@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
+	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/window"
 )
 
@@ -48,6 +50,10 @@ func slidingNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materializ
 	spec := t.stores[m.Name()] // this topology's, not the shared m.spec
 	spec.Windowed = true
 	spec.Query = windowQuery(m) // its windows are laid out as window.go's
+	spec.Layout = layout.KindSliding
+	// It keeps the records too, in the stream's value serde: a savepoint
+	// must tell a change of either.
+	spec.ValueSerde = serde.ID(m.vs) + "+records:" + serde.ID(vs)
 	// As window.go's retention: the longest a record or window is kept,
 	// plus a day.
 	spec.Retention = time.Duration(d+lateness)*time.Millisecond + 24*time.Hour

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -105,6 +106,16 @@ func (s *stateSpec) name() string {
 	return s.store.Name
 }
 
+// identify records the state's serde identities and layout in its store,
+// for savepoints (a map state's value identity names its user key's and
+// user value's serdes).
+func (s *stateSpec) identify(key, value string) {
+	if s == nil || s.store == nil {
+		return
+	}
+	s.store.KeySerde, s.store.ValueSerde, s.store.Layout = key, value, layout.KindState
+}
+
 // register adds the state's store to t, reporting what is missing:
 // serdes and functions say whether the state's serdes and functions are
 // all non-nil.
@@ -170,6 +181,7 @@ func ValueState[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opt
 func (s ValueSpec[K, V]) Name() string { return s.st.name() }
 
 func (s ValueSpec[K, V]) register(t *Topology) bool {
+	s.st.identify(serde.ID(s.ks), serde.ID(s.vs))
 	return s.st.register(t, "value", s.ks != nil && s.vs != nil, true)
 }
 
@@ -222,6 +234,7 @@ func ReducingState[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], 
 func (s ReducingSpec[K, V]) Name() string { return s.v.Name() }
 
 func (s ReducingSpec[K, V]) register(t *Topology) bool {
+	s.v.st.identify(serde.ID(s.v.ks), serde.ID(s.v.vs))
 	return s.v.st.register(t, "reducing", s.v.ks != nil && s.v.vs != nil, s.reduce != nil)
 }
 
@@ -275,6 +288,7 @@ func AggregatingState[K, IN, ACC, OUT any](name string, ks serde.Serde[K], accs 
 func (s AggregatingSpec[K, IN, ACC, OUT]) Name() string { return s.acc.Name() }
 
 func (s AggregatingSpec[K, IN, ACC, OUT]) register(t *Topology) bool {
+	s.acc.st.identify(serde.ID(s.acc.ks), serde.ID(s.acc.vs))
 	return s.acc.st.register(t, "aggregating", s.acc.ks != nil && s.acc.vs != nil, s.init != nil && s.add != nil && s.result != nil)
 }
 
@@ -328,6 +342,7 @@ func ListState[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts
 func (s ListSpec[K, V]) Name() string { return s.st.name() }
 
 func (s ListSpec[K, V]) register(t *Topology) bool {
+	s.st.identify(serde.ID(s.ks), serde.ID(s.vs))
 	return s.st.register(t, "list", s.ks != nil && s.vs != nil, true)
 }
 
@@ -383,6 +398,7 @@ func MapState[K, UK, UV any](name string, ks serde.Serde[K], uks serde.Serde[UK]
 func (s MapSpec[K, UK, UV]) Name() string { return s.st.name() }
 
 func (s MapSpec[K, UK, UV]) register(t *Topology) bool {
+	s.st.identify(serde.ID(s.ks), serde.ID(s.uks)+"->"+serde.ID(s.uvs))
 	return s.st.register(t, "map", s.ks != nil && s.uks != nil && s.uvs != nil, true)
 }
 

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -50,7 +51,7 @@ func (m Materialization[K, V]) Name() string {
 // Materialized.as) and of a user's processor (their
 // Stores.keyValueStoreBuilder): pass it to Process.
 func Materialized[K, V any](name string, ks serde.Serde[K], vs serde.Serde[V], opts ...StoreOption) Materialization[K, V] {
-	spec := &exec.Store{Name: name, Cache: true, Query: ops.KVQuery(ks, vs), KeySerde: serde.ID(ks), ValueSerde: serde.ID(vs)}
+	spec := &exec.Store{Name: name, Cache: true, Query: ops.KVQuery(ks, vs), KeySerde: serde.ID(ks), ValueSerde: serde.ID(vs), Layout: layout.KindKV}
 	for _, o := range opts {
 		o.applyStore(spec)
 	}

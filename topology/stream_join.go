@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 )
@@ -98,6 +99,7 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 	for _, spec := range []*exec.Store{lm.spec, rm.spec} {
 		spec.Windowed, spec.Retention = true, retention
 		spec.Query = nil // records by time, not a key's value: not queryable
+		spec.Layout = layout.KindJoin
 	}
 	if !lm.register(t) || !rm.register(t) {
 		return Stream[K, V]{t: t, n: l.n}

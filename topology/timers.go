@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
 )
@@ -43,7 +44,7 @@ type TimerProcessor[KIn, VIn, KOut, VOut any] interface {
 // with their task. Pass it to Process with the processor's stores; the
 // processor must implement TimerProcessor.
 func Timers[K any](name string, ks serde.Serde[K]) TimerSpec[K] {
-	return TimerSpec[K]{spec: &exec.Store{Name: name, Cache: true, Windowed: true}, ks: ks}
+	return TimerSpec[K]{spec: &exec.Store{Name: name, Cache: true, Windowed: true, KeySerde: serde.ID(ks), Layout: layout.KindTimers}, ks: ks}
 }
 
 // TimerSpec names and types a processor's timers; Timers makes one.

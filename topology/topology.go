@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/names"
 )
 
@@ -45,9 +47,11 @@ type Topology struct {
 	topics  map[string]bool // source topics
 	// globals are the global tables, in definition order.
 	globals []*exec.Global
-	errs    []error
-	seq     int
-	built   *Built
+	// migrations are the registered store migrations (migrate.go).
+	migrations map[string]*exec.Migration
+	errs       []error
+	seq        int
+	built      *Built
 }
 
 // New returns an empty topology.
@@ -181,6 +185,12 @@ func (t *Topology) Build() (*Built, error) {
 		plan.Subs = append(plan.Subs, sub)
 	}
 	errs = append(errs, addTimeStores(plan)...)
+	for _, name := range slices.Sorted(maps.Keys(t.migrations)) {
+		if _, ok := plan.Stores[name]; !ok {
+			errs = append(errs, fmt.Errorf("%w: a migration names store %q, which is not defined", ErrUnknownStore, name))
+		}
+	}
+	plan.Migrations = t.migrations
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -232,7 +242,7 @@ func addTimeStores(plan *exec.Plan) []error {
 			errs = append(errs, fmt.Errorf("%w: time store %q: %v", ErrInvalidTopicName, name, err))
 			continue
 		}
-		plan.Stores[name] = &exec.Store{Name: name, Cache: true, TimeState: true}
+		plan.Stores[name] = &exec.Store{Name: name, Cache: true, TimeState: true, Layout: layout.KindTime}
 		plan.StoreSub[name] = sub.ID
 		sub.Stores = append(sub.Stores, name)
 		sub.TimeStore = name

@@ -270,6 +270,12 @@ func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materiali
 	spec.Windowed = true
 	spec.Retention = retention(ws.w, ws.cfg)
 	spec.Query = windowQuery(m)
+	spec.Layout = layout.KindWindow
+	if em != nil {
+		// Windows that keep their elements hold them in the stream's
+		// value serde beside the aggregate.
+		spec.ValueSerde = serde.ID(m.vs) + "+elements:" + serde.ID(em.Values)
+	}
 	s := ws.g.prepare(m.Name(), m.ks)
 	late := ws.late
 	n := t.add(&exec.Node{

@@ -48,7 +48,8 @@ func newRunCmd() *cobra.Command {
 	var (
 		createMissing bool
 		partitions    int32
-		bounded       boundedFlags // --bounded, --until (bounded.go)
+		bounded       boundedFlags   // --bounded, --until (bounded.go)
+		fromSP        savepointFlags // --from-savepoint, --allow-* (fromsavepoint.go)
 	)
 	cmd := &cobra.Command{
 		Use:   "run <example>",
@@ -79,6 +80,7 @@ dead letters) are always the instance's to create.`,
 				return err
 			}
 			opts = append(opts, bopts...)
+			opts = append(opts, fromSP.opts()...)
 			if e.Options != nil {
 				opts = append(opts, e.Options(params)...)
 			}
@@ -131,6 +133,7 @@ dead letters) are always the instance's to create.`,
 		},
 	}
 	bounded.add(cmd)
+	fromSP.add(cmd)
 	cmd.Flags().BoolVar(&createMissing, "create-topics", false, "create the example's missing input and output topics before starting")
 	cmd.Flags().Int32Var(&partitions, "partitions", 4, "with --create-topics: partitions of each topic created")
 	addAppFlags(cmd)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -284,6 +285,11 @@ type Store struct {
 	// of the store's keys and values, as savepoints record them; "" where
 	// the store's bytes are sluice's own (timers, time state).
 	KeySerde, ValueSerde string
+	// Layout is the store's byte layout (internal/layout's StoreKind),
+	// set by the DSL where it declares the store; "" where the DSL did not
+	// say (see StoreLayout). Savepoints record it, and a start from a
+	// savepoint refuses a store whose layout changed.
+	Layout layout.StoreKind
 	// Query, if set, lets interactive queries read the store from outside
 	// its task, with its serdes erased; nil: its layout is private
 	// (timers, keyed state, join buffers) and it cannot be queried.
@@ -358,6 +364,41 @@ type Plan struct {
 	Stores  map[string]*Store
 	// StoreSub maps a store name to the sub-topology that owns it.
 	StoreSub map[string]int
+	// Migrations are the store migrations the topology registered
+	// (topology.MigrateStore), by store name: a start from a savepoint
+	// passes every entry of the store's copy through its migration before
+	// it seeds the store's changelog.
+	Migrations map[string]*Migration
+}
+
+// Migration rewrites a store's entries as they come out of a savepoint:
+// Fn gets each entry's raw key and value and returns the entry the new
+// store holds; a nil newKey drops the entry. Fn must be deterministic: a
+// start calls it twice per entry, once to check every entry before
+// anything is written and once to seed (and every replica that seeds
+// calls it again).
+type Migration struct {
+	Fn func(key, old []byte) (newKey, newValue []byte, err error)
+	// KeyValue marks a typed migration, which decodes entries with a
+	// key-value store's serdes: it applies to layout.KindKV stores only.
+	KeyValue bool
+}
+
+// StoreLayout is s's layout: s.Layout where the DSL set it, else what
+// the store's query hooks and flags tell (the time store, key-value and
+// window stores); "" when nothing tells.
+func StoreLayout(s *Store) layout.StoreKind {
+	switch {
+	case s.Layout != "":
+		return s.Layout
+	case s.TimeState:
+		return layout.KindTime
+	case s.Query != nil && s.Query.Windows != nil:
+		return layout.KindWindow
+	case s.Query != nil:
+		return layout.KindKV
+	}
+	return ""
 }
 
 // Headers that the runtime writes on dead-letter records.

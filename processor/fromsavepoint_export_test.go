@@ -1,0 +1,11 @@
+package processor
+
+import "github.com/sluice-streams/sluice/internal/layout"
+
+// SetRescaleRoute replaces package rescale's Route for a start from a
+// savepoint; it returns the restore.
+func SetRescaleRoute(route func(layout.StoreKind, []byte, int32) (int32, bool, error)) (restore func()) {
+	pr := rescaleRoute
+	rescaleRoute = route
+	return func() { rescaleRoute = pr }
+}
