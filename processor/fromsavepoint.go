@@ -721,7 +721,7 @@ func (a *App) checkNoState(ctx context.Context, adm *kadm.Client) error {
 	if len(have) > 0 {
 		sort.Strings(have)
 		return fmt.Errorf("%w: group %s has committed offsets (%s); start a new application id, or reset this one (sluice reset) first "+
-			"(an application seeded from this savepoint whose seed marker has expired from its savepoint control topic is simply restarted without --from-savepoint)",
+			"(an application seeded from this savepoint whose savepoint control topic was deleted is simply restarted without --from-savepoint)",
 			ErrApplicationHasState, a.cfg.appID, strings.Join(have[:min(len(have), 5)], ", "))
 	}
 	var topics []string

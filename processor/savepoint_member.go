@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,17 +110,18 @@ type spActive struct {
 	gen     int32 // the generation the reply named
 }
 
-// controlRetention is how long the control topic keeps its records: they
-// are read from the end only, so a week is only for whoever debugs.
-const controlRetention = 7 * 24 * time.Hour
-
 // ensureControlTopic creates the application's savepoint control topic if
-// it is missing: one partition, delete retention.
+// it is missing: one partition, kept forever (retention.ms -1). Its
+// records are a few hundred bytes per savepoint, and the seed marker of a
+// start from a savepoint (key sluice.savepoint.seeded) must outlive any
+// retention: a replica restarted with --from-savepoint still given, months
+// later, finds it and joins. Not compacted: the protocol's records share
+// their savepoint's id as key, and none may vanish before every instance
+// read it.
 func ensureControlTopic(ctx context.Context, adm *kadm.Client, appID string) error {
 	topic := names.SavepointControl(appID)
-	ret := strconv.FormatInt(controlRetention.Milliseconds(), 10)
-	del := "delete"
-	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"retention.ms": &ret, "cleanup.policy": &del}, topic)
+	forever, del := "-1", "delete"
+	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"retention.ms": &forever, "cleanup.policy": &del}, topic)
 	if err == nil {
 		err = resp.Err
 	}
