@@ -132,6 +132,22 @@ func TestSavepointForkPageViews(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sluice processes for about a minute")
 	}
+	savepointPageViews(t, false)
+}
+
+// TestSavepointUpgradePageViews is the upgrade recipe: stop with a
+// savepoint, `sluice reset` the application (what it leaves has no state),
+// and start the same application id from the savepoint.
+func TestSavepointUpgradePageViews(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sluice processes for about a minute")
+	}
+	savepointPageViews(t, true)
+}
+
+// savepointPageViews runs A, stops it with a savepoint and goes on as B:
+// a fork (a new application id), or with upgrade the same id after a reset.
+func savepointPageViews(t *testing.T, upgrade bool) {
 	cfg := chaosConfigFromEnv(t)
 	rng := rand.New(rand.NewPCG(uint64(cfg.seed), 0x5a7f))
 	bin := buildSluice(t)
@@ -177,7 +193,24 @@ func TestSavepointForkPageViews(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "savepoint")
 	takeSavepoint(t, a, dir)
 
-	b := run(fmt.Sprintf("pageviews-sp-b-%d", cfg.seed&0xffff), "--from-savepoint", dir, "--allow-other-app")
+	var b *harness
+	if upgrade {
+		// Static members (--instance-id) stay in the group until their
+		// session times out (10 s): reset refuses until then.
+		for try := 0; ; try++ {
+			out, err := exec.Command(bin, "reset", "--app-id", a.appID, "--brokers", strings.Join(addrs, ",")).CombinedOutput()
+			if err == nil {
+				break
+			}
+			if try == 15 || !strings.Contains(string(out), "live member") {
+				t.Fatalf("sluice reset: %v\n%s", err, out)
+			}
+			time.Sleep(2 * time.Second)
+		}
+		b = run(a.appID, "--from-savepoint", dir)
+	} else {
+		b = run(fmt.Sprintf("pageviews-sp-b-%d", cfg.seed&0xffff), "--from-savepoint", dir, "--allow-other-app")
+	}
 	in2, _ := b.chaos(rng, 2, second, finishBy)
 	b.waitFinished(finishBy, topics.Input, topics.outputs())
 	b.stopAll(time.Minute)

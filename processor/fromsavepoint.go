@@ -704,19 +704,38 @@ func (a *App) commitSeedOffsets(ctx context.Context, pcl *kgo.Client, pid int64,
 	return nil
 }
 
-// checkNoState refuses an application with committed offsets or with
-// committed records in a changelog (aborted ones, left by a fenced seeder,
-// do not count).
+// checkNoState refuses an application with committed offsets past their
+// partitions' log starts or with committed records in a changelog (aborted
+// ones, left by a fenced seeder, do not count): what `sluice reset` leaves
+// (offsets at the earliest, internal topics deleted) has no state.
 func (a *App) checkNoState(ctx context.Context, adm *kadm.Client) error {
 	committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return fmt.Errorf("processor: from savepoint: committed offsets of %s: %w", a.cfg.appID, err)
 	}
+	// An offset at its partition's log start is what `sluice reset`
+	// leaves (to the earliest offsets): nothing was processed past it.
+	var inTopics []string
+	committed.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 && !slices.Contains(inTopics, o.Topic) {
+			inTopics = append(inTopics, o.Topic)
+		}
+	})
+	var logStarts kadm.ListedOffsets
+	if len(inTopics) > 0 {
+		if logStarts, err = adm.ListStartOffsets(ctx, inTopics...); err != nil {
+			return fmt.Errorf("processor: from savepoint: log start offsets: %w", err)
+		}
+	}
 	var have []string
 	committed.Each(func(o kadm.OffsetResponse) {
-		if o.Err == nil && o.At >= 0 {
-			have = append(have, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.At))
+		if o.Err != nil || o.At < 0 {
+			return
 		}
+		if st, ok := logStarts.Lookup(o.Topic, o.Partition); ok && st.Err == nil && o.At <= st.Offset {
+			return
+		}
+		have = append(have, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.At))
 	})
 	if len(have) > 0 {
 		sort.Strings(have)

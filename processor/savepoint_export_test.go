@@ -13,3 +13,11 @@ func SetSavepointMargin(d time.Duration) (restore func()) {
 	spMargin = d
 	return func() { spMargin = old }
 }
+
+// SetSavepointHistory sets how far back a starting instance looks for a
+// savepoint in progress; it returns a func restoring the default.
+func SetSavepointHistory(d time.Duration) (restore func()) {
+	old := spHistory
+	spHistory = d
+	return func() { spHistory = old }
+}

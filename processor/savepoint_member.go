@@ -131,29 +131,44 @@ func ensureControlTopic(ctx context.Context, adm *kadm.Client, appID string) err
 	return nil
 }
 
-// startSavepointControl creates the control topic if needed and starts
-// reading it from its end.
+// spHistory is how far back an instance starting looks for a savepoint
+// request still in progress: longer than any savepoint's timeout. A
+// variable for the negative control of the test of a restart during a
+// savepoint.
+var spHistory = 24 * time.Hour
+
+// startSavepointControl creates the control topic if needed, takes up a
+// request still in progress (one written before this instance started,
+// not released and not past its deadline: an instance restarted during a
+// savepoint must answer it, or the savepoint fails), and goes on reading
+// from the end it saw.
 func (a *App) startSavepointControl(ctx context.Context) (*spControl, error) {
 	topic := names.SavepointControl(a.cfg.appID)
-	adm, err := kgo.NewClient(a.cfg.kgoOpts()...)
+	acl, err := kgo.NewClient(a.cfg.kgoOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("processor: savepoint control: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = ensureControlTopic(cctx, kadm.NewClient(adm), a.cfg.appID)
-	cancel()
-	adm.Close()
+	defer cancel()
+	adm := kadm.NewClient(acl)
+	err = ensureControlTopic(cctx, adm, a.cfg.appID)
+	var end int64
+	var inFlight []spMessage
+	if err == nil {
+		end, inFlight, err = spInProgress(cctx, a, adm, topic)
+	}
+	acl.Close()
 	if err != nil {
 		return nil, err
 	}
 	cl, err := kgo.NewClient(a.cfg.kgoOpts(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtEnd()}}),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(end)}}),
 		kgo.ProducerLinger(0),
 	)...)
 	if err != nil {
 		return nil, fmt.Errorf("processor: savepoint control: %w", err)
 	}
-	c := &spControl{cl: cl, topic: topic, user: map[string]bool{}, done: make(chan struct{})}
+	c := &spControl{cl: cl, topic: topic, user: map[string]bool{}, done: make(chan struct{}), pending: inFlight}
 	for _, sub := range a.plan.Subs {
 		topics, internal := sub.SourceTopics()
 		for i, t := range topics {
@@ -164,6 +179,73 @@ func (a *App) startSavepointControl(ctx context.Context) (*spControl, error) {
 	}
 	go c.read(a)
 	return c, nil
+}
+
+// spInProgress reads the control topic's last spHistory up to its end (the
+// offset returned) and returns the requests in it that are neither
+// released nor past their deadline.
+func spInProgress(ctx context.Context, a *App, adm *kadm.Client, topic string) (int64, []spMessage, error) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("processor: savepoint control: %w", err)
+	}
+	e, _ := ends.Lookup(topic, 0)
+	end := e.Offset
+	froms, err := adm.ListOffsetsAfterMilli(ctx, time.Now().Add(-spHistory).UnixMilli(), topic)
+	if err == nil {
+		err = froms.Error()
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("processor: savepoint control: %w", err)
+	}
+	f, _ := froms.Lookup(topic, 0)
+	from := f.Offset
+	if from < 0 || from >= end {
+		return end, nil, nil // nothing within the history (-1: past the last record)
+	}
+	cl, err := kgo.NewClient(a.cfg.kgoOpts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return 0, nil, fmt.Errorf("processor: savepoint control: %w", err)
+	}
+	defer cl.Close()
+	var reqs []spMessage
+	released := map[string]bool{}
+	for pos := from; pos < end; {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, nil, fmt.Errorf("processor: savepoint control: reading what is in progress: %w", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			pos = max(pos, r.Offset+1)
+			if r.Offset >= end || r.Attrs.IsControl() {
+				return
+			}
+			var msg spMessage
+			if json.Unmarshal(r.Value, &msg) != nil {
+				return
+			}
+			switch msg.Type {
+			case spRequest:
+				reqs = append(reqs, msg)
+			case spRelease:
+				released[msg.ID] = true
+			}
+		})
+	}
+	var open []spMessage
+	for _, r := range reqs {
+		if !released[r.ID] && time.Now().Before(r.Deadline) {
+			a.log.Info("savepoint: a request is in progress", "savepoint", r.ID, "to", r.To, "deadline", r.Deadline)
+			open = append(open, r)
+		}
+	}
+	return end, open, nil
 }
 
 // read takes requests and releases off the control topic until the client

@@ -728,3 +728,83 @@ func TestSavepointRebalance(t *testing.T) {
 		}
 	}
 }
+
+// TestSavepointInstanceRestarted: an instance restarted while a savepoint
+// is in progress (after the request was written, before the release)
+// takes the request up from the control topic's history and answers it,
+// so the savepoint succeeds. Negative control: an instance that reads the
+// control topic from its end only never answers, and the savepoint fails
+// with nothing written.
+func TestSavepointInstanceRestarted(t *testing.T) {
+	for _, history := range []bool{true, false} {
+		t.Run(fmt.Sprintf("history=%v", history), func(t *testing.T) {
+			if !history {
+				defer processor.SetSavepointHistory(0)()
+			}
+			addrs := testBrokers(t)
+			in, out := uniq(t, "spr-in"), uniq(t, "spr-out")
+			setup(t, addrs, 4, in, out)
+			appID := uniq(t, "spr")
+			produceSP(t, addrs, in, 0, 300, false)
+			tp := func() *topology.Topology { return spTopo(in, out) }
+			insts := startSP(t, addrs, tp, appID, 2, nil)
+			waitFor(t, 60*time.Second, "input processed", func() bool { return insts.processed() >= 300 })
+			// Instance 1 goes (a static member stays in the group).
+			insts.stop[1]()
+			if err := <-insts.done; err != nil {
+				t.Fatalf("instance 1: %v", err)
+			}
+			dir := filepath.Join(t.TempDir(), "sp")
+			timeout := 40 * time.Second
+			if !history {
+				timeout = 12 * time.Second
+			}
+			res := make(chan error, 1)
+			go func() {
+				_, err := processor.TakeSavepoint(context.Background(), appID, dir, processor.Brokers(addrs...), processor.SavepointTimeout(timeout))
+				res <- err
+			}()
+			// Once instance 0 answered, instance 1 starts again.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(appID+"-savepoint-control"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for answered := false; !answered; {
+				if ctx.Err() != nil {
+					t.Fatal("instance 0 did not answer")
+				}
+				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+					answered = answered || strings.Contains(string(r.Value), `"type":"paused"`)
+				})
+			}
+			app, err := processor.New(tp(), processor.ApplicationID(appID), processor.Brokers(addrs...),
+				processor.StateDir(t.TempDir()), processor.InstanceID("i1"), spLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rctx, rcancel := context.WithTimeout(context.Background(), 90*time.Second)
+			ran := make(chan error, 1)
+			go func() { ran <- app.Run(rctx) }()
+			t.Cleanup(func() { rcancel(); <-ran })
+			err = <-res
+			if !history {
+				if err == nil {
+					t.Fatal("the savepoint succeeded though the restarted instance cannot have seen the request: the test cannot tell")
+				}
+				if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+					t.Fatalf("a failed savepoint left %s: %v", dir, serr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("savepoint with an instance restarted during it: %v", err)
+			}
+			if _, err := savepoint.Open(dir); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
