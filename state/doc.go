@@ -24,7 +24,7 @@
 // private layouts (timers, join buffers, keyed state, time stores) are
 // listed with their layout name and read raw (Records).
 //
-// A savepoint directory, when sluice writes them, holds the same
-// <task>/<store> Pebble directories: it will be one more way to open a
-// Reader, with everything above unchanged.
+// A savepoint directory (package savepoint) holds the same
+// <application>/<task>/<store> Pebble directories beside its manifest, so
+// Open reads it as a state root, with everything above unchanged.
 package state

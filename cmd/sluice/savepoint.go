@@ -48,7 +48,7 @@ must not exist:
      HTTP port needed), to pause its input topics and commit;
   2. wait until every member of the group has paused and the application's
      repartition topics are drained;
-  3. write the input offsets (with their watermarks), every store's
+  3. write the input offsets (with their metadata), every store's
      partitions (copied from its changelog up to the cut) and a manifest;
   4. then the instances stop (their run exits 0), or go on with --continue.
 
