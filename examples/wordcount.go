@@ -39,3 +39,37 @@ func WordCount(input, output, dlq string) *topology.Topology {
 	topology.To(topology.ToStream(counts), output, serde.String, serde.Int64Text)
 	return t
 }
+
+func init() {
+	register(Example{
+		Name:    "wordcount-v2",
+		Summary: "wordcount whose store keeps counts as decimal text: the upgrade of wordcount that migrates its savepoint's store",
+		Params: []Param{
+			{"input", "text-lines", "input topic of UTF-8 lines"},
+			{"output", "word-counts", "output topic: key = word, value = count in decimal"},
+			{"dlq", "text-lines-dlq", "dead-letter topic for lines that are not UTF-8"},
+		},
+		Inputs: []string{"input"},
+		Build: func(p map[string]string) *topology.Topology {
+			return WordCountV2(p["input"], p["output"], p["dlq"])
+		},
+	})
+}
+
+// WordCountV2 is WordCount with the store "counts" holding each count as
+// decimal text (serde.Int64Text) instead of 8 bytes: a change of a store's
+// format, which a start from a savepoint of WordCount accepts only because
+// it registers the migration of the store's values.
+func WordCountV2(input, output, dlq string) *topology.Topology {
+	t := topology.New()
+	lines := topology.From(t, input, serde.Bytes, serde.String, topology.DeadLetter(dlq))
+	words := topology.FlatMapValues(lines, Words)
+	counts := topology.Count(
+		topology.GroupBy(words, func(_ []byte, w string) string { return w }, topology.Grouped("counts", serde.String, serde.String)),
+		topology.Materialized("counts", serde.String, serde.Int64Text),
+	)
+	topology.To(topology.ToStream(counts), output, serde.String, serde.Int64Text)
+	topology.MigrateKeyValues(t, "counts", serde.String, serde.Int64, serde.String, serde.Int64Text,
+		func(word string, n int64) (string, int64, error) { return word, n, nil })
+	return t
+}
