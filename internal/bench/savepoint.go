@@ -103,11 +103,11 @@ func RunSavepoint(ctx context.Context, cfg Config) (SavepointResult, error) {
 
 	// Load: count the keys, one changelog record each.
 	cpu0, start := cpuTime(), time.Now()
-	stop, a, err := start0(pctx, opts(app, filepath.Join(dir, "load")))
+	stop, a, wctx, err := start0(pctx, opts(app, filepath.Join(dir, "load")))
 	if err != nil {
 		return out, err
 	}
-	_, werr := waitCommitted(pctx, a.Stats().Processed.Load, int64(n))
+	_, werr := waitCommitted(wctx, a.Stats().Processed.Load, int64(n))
 	if err := stop(); werr == nil {
 		werr = err
 	}
@@ -122,11 +122,11 @@ func RunSavepoint(ctx context.Context, cfg Config) (SavepointResult, error) {
 	// (1) Restore from the changelog into an empty state directory.
 	restored := filepath.Join(dir, "restored")
 	cpu0, start = cpuTime(), time.Now()
-	stop, a, err = start0(pctx, opts(app, restored))
+	stop, a, wctx, err = start0(pctx, opts(app, restored))
 	if err != nil {
 		return out, err
 	}
-	if err := waitReady(pctx, a, int64(n)); err != nil {
+	if err := waitReady(wctx, a, int64(n)); err != nil {
 		stop()
 		return out, fmt.Errorf("bench: savepoint: restore: %w", err)
 	}
@@ -157,11 +157,11 @@ func RunSavepoint(ctx context.Context, cfg Config) (SavepointResult, error) {
 	// (3) Start a fork from the savepoint.
 	forked := filepath.Join(dir, "fork")
 	cpu0, start = cpuTime(), time.Now()
-	stop, a, err = start0(pctx, opts(fork, forked, processor.FromSavepoint(sp), processor.AllowOtherApp()))
+	stop, a, wctx, err = start0(pctx, opts(fork, forked, processor.FromSavepoint(sp), processor.AllowOtherApp()))
 	if err != nil {
 		return out, err
 	}
-	werr = waitReady(pctx, a, int64(n))
+	werr = waitReady(wctx, a, int64(n))
 	took, cpu = time.Since(start), cpuTime()-cpu0
 	if err := stop(); werr == nil {
 		werr = err
@@ -179,10 +179,19 @@ func RunSavepoint(ctx context.Context, cfg Config) (SavepointResult, error) {
 	return out, nil
 }
 
-// start0 runs the count topology until stop; a Run that ends by itself
-// makes stop return its error.
-func start0(ctx context.Context, opts []processor.Opt) (func() error, *processor.App, error) {
-	return start(ctx, countTopology(), func(error) {}, opts...)
+// start0 runs the count topology until stop. wctx ends when the job
+// stops by itself (its error as the cause), so that a wait on it does not
+// outlive a failed job.
+func start0(ctx context.Context, opts []processor.Opt) (stop func() error, a *processor.App, wctx context.Context, err error) {
+	wctx, exited := context.WithCancelCause(ctx)
+	stopApp, a, err := start(ctx, countTopology(), func(err error) {
+		exited(fmt.Errorf("bench: the job stopped: %v", err))
+	}, opts...)
+	if err != nil {
+		exited(nil)
+		return nil, nil, nil, err
+	}
+	return func() error { defer exited(nil); return stopApp() }, a, wctx, nil
 }
 
 // waitReady waits until a has restored at least n changelog records and
