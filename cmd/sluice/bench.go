@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,13 +44,23 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench starts a fresh embedded broker for each scenario, preloads the input,
 and measures records per second from start until the input is committed,
 under exactly_once and at_least_once. vs_pipe is the ratio to the exactly_once
-pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", ") + ".",
+pipe measured in the same run. Scenarios: ` + strings.Join(bench.Scenarios, ", ") + `.
+
+--only savepoint (not run by default: it is slow) loads --records distinct
+keys into a count store, then times a restore from the changelog, taking a
+savepoint, and starting a fork from it, verifying the state after each.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if only != "" {
 				cfg.Scenarios = strings.Split(only, ",")
+			}
+			if slices.Contains(cfg.Scenarios, bench.SavepointScenario) {
+				cfg.Scenarios = slices.DeleteFunc(cfg.Scenarios, func(s string) bool { return s == bench.SavepointScenario })
+				if err := runSavepointBench(ctx, cmd.OutOrStdout(), cfg, asJSON); err != nil || len(cfg.Scenarios) == 0 {
+					return err
+				}
 			}
 			if cpuprofile != "" && cfg.TimedCPUProfile != "" {
 				return errors.New("bench: --cpuprofile and --cpuprofile-timed: one CPU profile at a time")
@@ -197,4 +208,31 @@ func printTable(w io.Writer, res []bench.Result) {
 			fmt.Fprintf(w, "  CPU profiles of the timed runs: %s\n", strings.Join(r.CPUProfiles, " "))
 		}
 	}
+}
+
+// runSavepointBench runs the savepoint scenario in this process (it is
+// one measurement of several phases, not a throughput run per guarantee)
+// and prints its phases.
+func runSavepointBench(ctx context.Context, w io.Writer, cfg bench.Config, asJSON bool) error {
+	res, err := bench.RunSavepoint(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(w, "sluice bench savepoint: %d keys, %d partitions, commit.interval %s, %d CPUs, %s; savepoint %.1f MiB on disk\n",
+		cfg.Records, cfg.Partitions, cfg.CommitInterval, runtime.NumCPU(), runtime.Version(), float64(res.Bytes)/(1<<20))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tkeys\tseconds\trecords/s\tcpu µs/record\t")
+	for _, r := range res.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.2f\t\n", r.Scenario, r.Records, r.Seconds, r.PerSecond, r.CPUMicrosPerRecord)
+	}
+	tw.Flush()
+	for _, r := range res.Phases {
+		fmt.Fprintf(w, "%s: %s\n", r.Scenario, r.Note)
+	}
+	return nil
 }
