@@ -680,22 +680,7 @@ func TestSavepointRebalance(t *testing.T) {
 	}()
 	// Once instance 0 answered, instance 1 goes (a static member: the
 	// group notices after the session timeout).
-	control := appID + "-savepoint-control"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(control), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	for answered := false; !answered; {
-		if ctx.Err() != nil {
-			t.Fatal("instance 0 did not answer")
-		}
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			answered = answered || strings.Contains(string(r.Value), `"type":"paused"`)
-		})
-	}
+	waitPaused(t, addrs, appID, 40*time.Second)
 	insts.stop[1]()
 	if err := <-insts.done; err != nil {
 		t.Fatalf("instance 1: %v", err)
@@ -765,21 +750,7 @@ func TestSavepointInstanceRestarted(t *testing.T) {
 				res <- err
 			}()
 			// Once instance 0 answered, instance 1 starts again.
-			cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(appID+"-savepoint-control"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			for answered := false; !answered; {
-				if ctx.Err() != nil {
-					t.Fatal("instance 0 did not answer")
-				}
-				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-					answered = answered || strings.Contains(string(r.Value), `"type":"paused"`)
-				})
-			}
+			waitPaused(t, addrs, appID, 30*time.Second)
 			app, err := processor.New(tp(), processor.ApplicationID(appID), processor.Brokers(addrs...),
 				processor.StateDir(t.TempDir()), processor.InstanceID("i1"), spLogger(t))
 			if err != nil {
@@ -805,6 +776,27 @@ func TestSavepointInstanceRestarted(t *testing.T) {
 			if _, err := savepoint.Open(dir); err != nil {
 				t.Fatal(err)
 			}
+		})
+	}
+}
+
+// waitPaused waits, up to d, for an instance of appID to answer a
+// savepoint request on the control topic.
+func waitPaused(t *testing.T, addrs []string, appID string, d time.Duration) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(appID+"-savepoint-control"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for answered := false; !answered; {
+		if ctx.Err() != nil {
+			t.Fatal("no instance answered the savepoint request")
+		}
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			answered = answered || strings.Contains(string(r.Value), `"type":"paused"`)
 		})
 	}
 }
