@@ -36,4 +36,15 @@
 // processor/serve answers.
 //
 //	n, ok, err := processor.Query(app, counts).Get(ctx, "word")
+//
+// Savepoints: TakeSavepoint asks the running instances of an application,
+// through its savepoint control topic, to pause at a consistent cut, and
+// writes their stores and input offsets to a directory (savepoint.go,
+// savepoint_member.go); FromSavepoint starts an application from one,
+// checking the topology against it and rescaling or migrating its stores
+// (fromsavepoint.go).
+//
+//	m, err := processor.TakeSavepoint(ctx, "billing", "/backups/billing-1", processor.Brokers(b))
+//	app, err := processor.New(t, processor.ApplicationID("billing-exp"),
+//		processor.FromSavepoint("/backups/billing-1"), processor.AllowOtherApp())
 package processor
