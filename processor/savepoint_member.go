@@ -21,8 +21,9 @@ import (
 )
 
 // The instance's side of taking a savepoint (DESIGN.md "Taking a
-// savepoint"). Every instance reads <app>-savepoint-control from its end
-// with a plain consumer (spControl). A request pauses the user input
+// savepoint"). Every instance reads <app>-savepoint-control with a plain
+// consumer (spControl), from the end it saw at start after taking up a
+// request still in progress (spInProgress). A request pauses the user input
 // topics (repartition topics go on, so that they drain), commits, and
 // answers paused with the member's generation and what the coordinator
 // needs to know of the topology; a release resumes the inputs or stops the
