@@ -100,12 +100,8 @@ func ExpectPageViews(input []InputRecord) PageViewExpectation {
 		wm := int64(-1 << 63)
 		sessions := map[string][]session{}
 		for _, r := range rs {
-			var v struct {
-				User string `json:"user"`
-				Page string `json:"page"`
-				TS   int64  `json:"ts"`
-			}
-			if err := json.Unmarshal(r.Value, &v); err != nil || v.User == "" || v.Page == "" || v.TS < 0 {
+			v, ok := parsePageView(r.Value)
+			if !ok {
 				exp.Dead[fmt.Sprintf("%d@%d", r.Partition, r.Offset)] = true
 				continue
 			}
@@ -152,6 +148,20 @@ func ExpectPageViews(input []InputRecord) PageViewExpectation {
 		}
 	}
 	return exp
+}
+
+// pageView is a view as the example reads it.
+type pageView struct {
+	User string `json:"user"`
+	Page string `json:"page"`
+	TS   int64  `json:"ts"`
+}
+
+// parsePageView decodes a view; ok is false for one the example
+// dead-letters.
+func parsePageView(b []byte) (v pageView, ok bool) {
+	err := json.Unmarshal(b, &v)
+	return v, err == nil && v.User != "" && v.Page != "" && v.TS >= 0
 }
 
 // CheckPageViews compares the committed outputs with the expectation: each

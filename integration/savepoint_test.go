@@ -343,12 +343,8 @@ func expectUnpartitioned(input []InputRecord, wm int64) PageViewExpectation {
 	exp := PageViewExpectation{PerMinute: map[string]int64{}, Sessions: map[string]int64{}, Late: map[string]int{}, Dead: map[string]bool{}}
 	byUser := map[string][]int64{}
 	for _, r := range input {
-		var v struct {
-			User string `json:"user"`
-			Page string `json:"page"`
-			TS   int64  `json:"ts"`
-		}
-		if err := json.Unmarshal(r.Value, &v); err != nil || v.User == "" || v.Page == "" || v.TS < 0 {
+		v, ok := parsePageView(r.Value)
+		if !ok {
 			exp.Dead[fmt.Sprintf("%d@%d", r.Partition, r.Offset)] = true
 			continue
 		}
