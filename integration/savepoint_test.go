@@ -61,6 +61,23 @@ func takeSavepoint(t *testing.T, h *harness, dir string) {
 	t.Logf("sluice state ls:\n%s", out)
 }
 
+// resetApp runs `sluice reset` for h's stopped application. Static
+// members (--instance-id) stay in the group until their session times out
+// (10 s), and reset refuses until then: it is retried for half a minute.
+func resetApp(t *testing.T, h *harness) {
+	t.Helper()
+	for try := 0; ; try++ {
+		out, err := exec.Command(h.bin, "reset", "--app-id", h.appID, "--brokers", strings.Join(h.addrs, ",")).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if try == 15 || !strings.Contains(string(out), "live member") {
+			t.Fatalf("sluice reset: %v\n%s", err, out)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
 func TestSavepointForkBilling(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs sluice processes for about a minute")
@@ -196,18 +213,7 @@ func savepointPageViews(t *testing.T, upgrade bool) {
 
 	var b *harness
 	if upgrade {
-		// Static members (--instance-id) stay in the group until their
-		// session times out (10 s): reset refuses until then.
-		for try := 0; ; try++ {
-			out, err := exec.Command(bin, "reset", "--app-id", a.appID, "--brokers", strings.Join(addrs, ",")).CombinedOutput()
-			if err == nil {
-				break
-			}
-			if try == 15 || !strings.Contains(string(out), "live member") {
-				t.Fatalf("sluice reset: %v\n%s", err, out)
-			}
-			time.Sleep(2 * time.Second)
-		}
+		resetApp(t, a)
 		b = run(a.appID, "--from-savepoint", dir)
 	} else {
 		b = run(fmt.Sprintf("pageviews-sp-b-%d", cfg.seed&0xffff), "--from-savepoint", dir, "--allow-other-app")
@@ -434,16 +440,7 @@ func TestSavepointMigrateWordCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for try := 0; ; try++ {
-		msg, err := exec.Command(bin, "reset", "--app-id", a.appID, "--brokers", strings.Join(addrs, ",")).CombinedOutput()
-		if err == nil {
-			break
-		}
-		if try == 15 || !strings.Contains(string(msg), "live member") {
-			t.Fatalf("sluice reset: %v\n%s", err, msg)
-		}
-		time.Sleep(2 * time.Second)
-	}
+	resetApp(t, a)
 	if _, err := ProduceKeyed(ctx, addrs, in, lines[half:]); err != nil {
 		t.Fatal(err)
 	}
