@@ -80,11 +80,17 @@ func TestStreamTableJoinsEveryKeyLength(t *testing.T) {
 // length with rows of another table whose keys, the foreign keys, have
 // every length too; rows move between foreign keys and both sides change
 // and are deleted. After every update the joined table must equal the
-// oracle's.
+// oracle's. Over 8 partitions with reordered internal topics too: a left
+// row's responses must reach its partition whatever its key, the empty
+// key (which hashes like any other) included.
 func TestForeignKeyJoinsEveryKeyLength(t *testing.T) {
 	keys := testkeys.All()
-	for _, left := range []bool{false, true} {
-		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
+	for _, c := range []struct {
+		left  bool
+		parts int
+	}{{false, 1}, {true, 1}, {false, 8}, {true, 8}} {
+		left := c.left
+		t.Run(fmt.Sprintf("left=%v/partitions=%d", left, c.parts), func(t *testing.T) {
 			tp := topology.New()
 			rows := topology.TableFrom(tp, "rows", topology.Materialized("rows", serde.String, serde.String)) // value: a foreign key
 			others := topology.TableFrom(tp, "others", topology.Materialized("others", serde.String, serde.String))
@@ -102,7 +108,7 @@ func TestForeignKeyJoinsEveryKeyLength(t *testing.T) {
 				joined = topology.JoinTablesByForeignKey(rows, others, fk, func(_, o string) string { return o }, j)
 			}
 			topology.To(topology.ToStream(joined), "out", serde.String, serde.String)
-			d, err := topologytest.New(tp)
+			d, err := topologytest.New(tp, topologytest.Partitions(c.parts), topologytest.ShuffleInternal(uint64(c.parts)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,6 +132,9 @@ func TestForeignKeyJoinsEveryKeyLength(t *testing.T) {
 			}
 			check := func(i int) {
 				t.Helper()
+				if err := d.Commit(); err != nil {
+					t.Fatal(err)
+				}
 				if err := topologytest.UpdateMap(out, view); err != nil {
 					t.Fatal(err)
 				}
@@ -291,5 +300,73 @@ func TestAggregationsAndStoresEveryKeyLength(t *testing.T) {
 	}
 	if !maps.Equal(ranged, want) {
 		t.Errorf("Range over the store: %d keys, want %d", len(ranged), len(want))
+	}
+}
+
+// TestForeignKeyJoinByteKeysReachTheirPartition joins rows keyed by raw
+// bytes of every length, the empty key included, over 8 and 16
+// partitions, with the right rows written before the left rows (answered
+// when they subscribe) and after them (answered when the right row
+// changes). Every row must be joined: a response whose key lost its
+// bytes (an empty key turned nil) goes to no key's partition and is lost.
+func TestForeignKeyJoinByteKeysReachTheirPartition(t *testing.T) {
+	keys := testkeys.Bytes()
+	fks := testkeys.Lengths()[1:6]
+	for _, parts := range []int{8, 16} {
+		for _, rightFirst := range []bool{true, false} {
+			t.Run(fmt.Sprintf("partitions=%d/right-first=%v", parts, rightFirst), func(t *testing.T) {
+				tp := topology.New()
+				rows := topology.TableFrom(tp, "rows", topology.Materialized("rows", serde.Bytes, serde.String))
+				others := topology.TableFrom(tp, "others", topology.Materialized("others", serde.String, serde.String))
+				joined := topology.JoinTablesByForeignKey(rows, others, func(v string) string { return v },
+					func(v, o string) string { return v + "=" + o }, topology.ForeignKeyJoined[string]{Name: "fk", Result: serde.String})
+				topology.To(topology.ToStream(joined), "out", serde.Bytes, serde.String)
+				d, err := topologytest.New(tp, topologytest.Partitions(parts))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Close()
+				rin := topologytest.NewInputTopic(d, "rows", serde.Bytes, serde.String)
+				oin := topologytest.NewInputTopic(d, "others", serde.String, serde.String)
+				out := topologytest.NewOutputTopic(d, "out", serde.Bytes, serde.String)
+				pipeOthers := func() {
+					for i, f := range fks {
+						if err := oin.Pipe(f, fmt.Sprintf("o%d", i), int64(i)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				if rightFirst {
+					pipeOthers()
+				}
+				want := map[string]string{}
+				for i, k := range keys {
+					f := fks[i%len(fks)]
+					if err := rin.Pipe(k, f, int64(i)); err != nil {
+						t.Fatal(err)
+					}
+					want[string(k)] = fmt.Sprintf("%s=o%d", f, i%len(fks))
+				}
+				if !rightFirst {
+					pipeOthers()
+				}
+				if err := d.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				recs, err := out.ReadRecords()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]string{}
+				for _, r := range recs {
+					got[string(r.Key)] = r.Value
+				}
+				for _, k := range keys {
+					if got[string(k)] != want[string(k)] {
+						t.Errorf("row of %d bytes: joined %q, want %q", len(k), got[string(k)], want[string(k)])
+					}
+				}
+			})
+		}
 	}
 }

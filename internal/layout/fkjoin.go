@@ -1,6 +1,7 @@
 package layout
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -64,7 +65,8 @@ func AppendSubscription(b []byte, add bool, kb []byte, h uint64) []byte {
 	return binary.BigEndian.AppendUint64(b, h)
 }
 
-// ParseSubscription reads a subscription record; kb is a copy.
+// ParseSubscription reads a subscription record; kb is a copy, non-nil
+// even when empty (a nil key is no key, and is partitioned as none).
 func ParseSubscription(b []byte) (add bool, kb []byte, h uint64, err error) {
 	if len(b) < 1 {
 		return false, nil, 0, fmt.Errorf("%w: subscription", serde.ErrDecode)
@@ -73,7 +75,7 @@ func ParseSubscription(b []byte) (add bool, kb []byte, h uint64, err error) {
 	if w <= 0 || uint64(len(b)) != 1+uint64(w)+n+8 {
 		return false, nil, 0, fmt.Errorf("%w: subscription of %d bytes", serde.ErrDecode, len(b))
 	}
-	kb = append([]byte(nil), b[1+w:1+w+int(n)]...)
+	kb = bytes.Clone(b[1+w : 1+w+int(n)]) // an empty key stays non-nil: nil is no key
 	return b[0] == 1, kb, binary.BigEndian.Uint64(b[len(b)-8:]), nil
 }
 

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 
@@ -284,7 +285,7 @@ func (p *FKRight[K, KO, VO]) Process(r exec.Record) error {
 		}
 		var all []sub
 		if err := st.Range(pre, layout.PrefixEnd(pre), func(k, val []byte) error {
-			all = append(all, sub{append([]byte(nil), k[len(pre):]...), layout.ReadSubscriptionHash(val)})
+			all = append(all, sub{bytes.Clone(k[len(pre):]), layout.ReadSubscriptionHash(val)}) // non-nil when empty
 			return nil
 		}); err != nil {
 			return err

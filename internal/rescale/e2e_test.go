@@ -135,12 +135,22 @@ func committedAll(ctx context.Context, adm *kadm.Client, appID string, inputs ma
 	if len(watch) == len(inputs) {
 		return false // not made yet
 	}
+	// The committed offsets are read before and after the ends, and must
+	// not have moved: a transaction committed between the ends and the
+	// offsets could have consumed the last records of a topic and written
+	// to a partition whose end was read while still empty.
+	before, err := adm.FetchOffsets(ctx, appID)
+	if err != nil {
+		return false
+	}
 	ends, err := adm.ListEndOffsets(ctx, watch...)
 	if err != nil {
 		return false
 	}
 	committed, err := adm.FetchOffsets(ctx, appID)
-	if err != nil {
+	if err != nil || !maps.EqualFunc(before.Offsets(), committed.Offsets(), func(a, b map[int32]kadm.Offset) bool {
+		return maps.EqualFunc(a, b, func(x, y kadm.Offset) bool { return x.At == y.At })
+	}) {
 		return false
 	}
 	ok := true
