@@ -488,7 +488,9 @@ type q5Count struct {
 // windowed count on the bids as keyed (by auction, so no repartition);
 // the maximum over a window's auctions needs every count of the window,
 // so the counts are re-keyed by window start and gathered by a processor
-// (the DSL has no "all results of one window" operator) with an
+// (the DSL has no "all results of one window" operator) in a map state
+// (auction → count: one entry each, where a list state would rewrite the
+// whole list on every count, quadratic in a window's auctions) with an
 // event-time timer at the window's last millisecond. It fires once the
 // watermark of every counting task passed the window's end: each of them
 // sends its watermark downstream only after the counts of the windows it
@@ -502,7 +504,7 @@ func NexmarkQ5(tp NexmarkTopics) *topology.Topology {
 		id, _ := strconv.ParseInt(w.Key, 10, 64)
 		return nexmark.ID(w.Window.Start), q5Count{Auction: id, Num: n}
 	}), "q5-by-window", serde.String, serde.JSON[q5Count]())
-	gathered := topology.ListState("q5-window-counts", serde.String, serde.JSON[q5Count]())
+	gathered := topology.MapState("q5-window-counts", serde.String, serde.Int64, serde.Int64)
 	timers := topology.Timers("q5-window-ends", serde.String)
 	hottest := topology.Process(byWindow, "q5-hottest", func() topology.Processor[string, q5Count, string, nexmark.Q5Row] {
 		return &q5Hottest{gathered: gathered, timers: timers}
@@ -512,10 +514,10 @@ func NexmarkQ5(tp NexmarkTopics) *topology.Topology {
 }
 
 type q5Hottest struct {
-	gathered topology.ListSpec[string, q5Count]
+	gathered topology.MapSpec[string, int64, int64]
 	timers   topology.TimerSpec[string]
 	ctx      *topology.ProcessorContext[string, nexmark.Q5Row]
-	counts   *topology.KeyedList[string, q5Count]
+	counts   *topology.KeyedMap[string, int64, int64]
 	ends     *topology.TimerService[string]
 }
 
@@ -531,26 +533,29 @@ func (p *q5Hottest) Process(r topology.Record[string, q5Count]) error {
 	if err != nil {
 		return fmt.Errorf("examples: q5: window start %q: %w", r.Key, err)
 	}
-	if err := p.counts.Add(r.Key, r.Value); err != nil {
+	if err := p.counts.Put(r.Key, r.Value.Auction, r.Value.Num); err != nil {
 		return err
 	}
 	return p.ends.RegisterEventTime(r.Key, start+nexmark.Q5WindowMs-1)
 }
 
 func (p *q5Hottest) OnTimer(tm topology.Timer[string]) error {
-	counts, err := p.counts.Get(tm.Key)
-	if err != nil {
+	var most int64
+	var hottest []int64
+	if err := p.counts.Range(tm.Key, func(auction, n int64) error {
+		switch {
+		case n > most:
+			most, hottest = n, append(hottest[:0], auction)
+		case n == most:
+			hottest = append(hottest, auction)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
-	var most int64
-	for _, c := range counts {
-		most = max(most, c.Num)
-	}
-	for _, c := range counts {
-		if c.Num == most {
-			if err := p.ctx.Forward(topology.Record[string, nexmark.Q5Row]{Key: tm.Key, Value: nexmark.Q5Row(c), Timestamp: tm.Time}); err != nil {
-				return err
-			}
+	for _, a := range hottest {
+		if err := p.ctx.Forward(topology.Record[string, nexmark.Q5Row]{Key: tm.Key, Value: nexmark.Q5Row{Auction: a, Num: most}, Timestamp: tm.Time}); err != nil {
+			return err
 		}
 	}
 	return p.counts.Clear(tm.Key)
