@@ -1,0 +1,3 @@
+package processor
+
+type takeIns struct{}
