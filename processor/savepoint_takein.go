@@ -193,7 +193,7 @@ func (a *App) takeInStore(spDir string, id task.ID, s seedStore, dir string) (er
 	// offset; the seed's is what this changelog holds.
 	err = eng.Apply(nil, s.Last)
 	if err == nil {
-		err = eng.Flush()
+		err = eng.Sync() // durable before the rename that makes it the store
 	}
 	if cerr := eng.Close(); err == nil {
 		err = cerr

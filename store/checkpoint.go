@@ -118,3 +118,18 @@ func syncPath(path string) error {
 	}
 	return nil
 }
+
+// Sync makes every batch applied so far durable (the WAL synced), without
+// flushing the memtable: for a store built to be renamed into place, whose
+// rename must not be durable before its contents.
+func (p *Pebble) Sync() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.db == nil {
+		return ErrClosed
+	}
+	if err := p.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: sync: %w", corrupted(p.dir, err))
+	}
+	return nil
+}
