@@ -153,7 +153,7 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 	m.standby.release(id)
 	// A start from a savepoint: copies the seed wrote verbatim are taken
 	// in whole, and the restore below reads only past them.
-	takenIn := m.a.takeIn(id)
+	takenIn := m.a.takeIn(ctx, m.adm, id)
 	sub := m.a.plan.Subs[id.Sub]
 	t, err := task.New(id, sub, m.a.plan, task.Config{
 		AppID: m.a.cfg.appID, StateDir: m.a.dir, Send: m.send,

@@ -1,12 +1,15 @@
 package processor
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/statedir"
@@ -24,7 +27,8 @@ import (
 // Once that transaction committed, the changelog's committed records up to
 // that offset L are exactly the copy's entries, so the copy with its
 // changelog checkpoint set to L is what a restore up to L would build:
-// an instance opening the task, with no local copy of the store, links the
+// an instance opening the task, with no local copy of the store and
+// nothing written to the partition since the seed, links the
 // copy's sstables into its state directory (store.CopyDir), sets the
 // checkpoint to L, renames it into place, and the usual restore reads the
 // changelog from L+1 (the seed's commit marker and whatever came after).
@@ -137,7 +141,7 @@ func parseSeedStores(b []byte) (*seedStores, error) {
 // takeIn takes in the savepoint's copies of task id's stores that have no
 // local copy, before the task opens them. It returns the records taken
 // in. A copy it cannot take in is logged and left to the restore.
-func (a *App) takeIn(id task.ID) int64 {
+func (a *App) takeIn(ctx context.Context, adm *kadm.Client, id task.ID) int64 {
 	t := a.spTakeIn
 	if t == nil {
 		return 0
@@ -151,6 +155,16 @@ func (a *App) takeIn(id task.ID) int64 {
 		dir := statedir.Store(a.dir, id.String(), name)
 		if _, err := os.Lstat(dir); err == nil {
 			continue // a local copy (a standby's, an earlier run's): restore as usual
+		}
+		// Only right after the seed: its commit marker at Last+1 ends the
+		// partition. Once more was written, compaction may have removed
+		// a tombstone past Last together with the entry it deleted, and
+		// the copy would bring that entry back; a restore cannot.
+		topic := names.Changelog(a.cfg.appID, name)
+		if end, err := listOffset(ctx, adm.ListEndOffsets, topic, id.Partition); err != nil || end != s.Last+2 {
+			a.log.Info("savepoint: the changelog moved on since the seed; restoring the store from it rather than taking the copy in",
+				"task", id.String(), "store", name, "seed_last", s.Last, "end", end, "err", err)
+			continue
 		}
 		start := time.Now()
 		if err := a.takeInStore(t.dir, id, s, dir); err != nil {
