@@ -53,6 +53,12 @@ type App struct {
 	spc       *spControl
 	spStopped atomic.Pointer[string]
 	spDeaf    atomic.Bool // tests: ignore savepoint requests
+	// spOld: tests: answer as a sluice that predates savepoint
+	// checkpoints (the coordinator copies its stores from the changelogs).
+	spOld atomic.Bool
+	// spTakeIn: the store copies a start from a savepoint may take in
+	// directly (savepoint_takein.go), nil if none.
+	spTakeIn *takeIns
 }
 
 // New validates the configuration and the topology. It starts nothing.

@@ -151,6 +151,9 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 	// task's, and the restore below replays only the tail past its
 	// checkpoint.
 	m.standby.release(id)
+	// A start from a savepoint: copies the seed wrote verbatim are taken
+	// in whole, and the restore below reads only past them.
+	takenIn := m.a.takeIn(ctx, m.adm, id)
 	sub := m.a.plan.Subs[id.Sub]
 	t, err := task.New(id, sub, m.a.plan, task.Config{
 		AppID: m.a.cfg.appID, StateDir: m.a.dir, Send: m.send,
@@ -182,7 +185,7 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 			m.a.queries.closed(id)
 		}
 	}()
-	var total int64
+	total := takenIn
 	for _, name := range t.Stores() {
 		topic, src := names.Changelog(m.a.cfg.appID, name), (*sourceChangelog)(nil)
 		if spec := m.a.plan.Stores[name]; spec.Source != "" {

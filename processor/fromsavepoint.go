@@ -186,6 +186,9 @@ type seedMarker struct {
 	Fingerprint string    `json:"topology_fingerprint"`
 	Seeded      time.Time `json:"seeded"`
 	Records     int64     `json:"records"`
+	// stores is the seed's seedStoresKey record, read with the marker
+	// (nil if the seed wrote none: an older sluice).
+	stores *seedStores
 }
 
 // seedTxnID is the transactional id every seeder of the application
@@ -351,6 +354,7 @@ func (a *App) seedSavepoint(ctx context.Context, sp *savepoint.Savepoint) error 
 func (a *App) markerAllows(mk *seedMarker, sp *savepoint.Savepoint) error {
 	if mk.Savepoint == sp.Manifest().ID {
 		a.log.Info("application already seeded from this savepoint; joining", "savepoint", mk.Savepoint, "seeded", mk.Seeded)
+		a.setTakeIns(sp, mk.stores)
 		return nil
 	}
 	return fmt.Errorf("%w: application %q was seeded from savepoint %q, not from %q (%s); reset it (sluice reset) to start it from another savepoint",
@@ -374,6 +378,7 @@ func fencedSeed(err error) bool {
 // seedOnce is one attempt to seed, as the only seeder: its
 // InitProducerID fences the others.
 func (a *App) seedOnce(ctx context.Context, adm *kadm.Client, sp *savepoint.Savepoint, control string) error {
+	began := time.Now()
 	pcl, err := kgo.NewClient(a.cfg.kgoOpts(
 		kgo.TransactionalID(seedTxnID(a.cfg.appID)),
 		kgo.TransactionTimeout(a.seedTxnTimeout()),
@@ -406,10 +411,19 @@ func (a *App) seedOnce(ctx context.Context, adm *kadm.Client, sp *savepoint.Save
 		return err
 	}
 	// Every migration and redistribution runs once before anything is
-	// written, so that a refusal leaves nothing behind.
-	n, err := a.eachSeed(sp, func(string, int32, []byte, []byte) {})
-	if err != nil {
-		return err
+	// written, so that a refusal leaves nothing behind. Without any, the
+	// entries are the copies' own, which openSavepoint verified.
+	var n int64
+	if a.seedTransforms(sp.Manifest()) {
+		if n, err = a.eachSeed(sp, func(string, int32, []byte, []byte) {}); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range sp.Manifest().Stores {
+			if a.verbatim(&s) {
+				n += s.Records
+			}
+		}
 	}
 	if err := pcl.BeginTransaction(); err != nil {
 		return fmt.Errorf("processor: from savepoint: %w", err)
@@ -424,12 +438,20 @@ func (a *App) seedOnce(ctx context.Context, adm *kadm.Client, sp *savepoint.Save
 	var (
 		mu      sync.Mutex
 		prodErr error
+		last    = map[string]map[int32]int64{} // changelog partition → last offset written
 	)
-	promise := func(_ *kgo.Record, err error) {
+	promise := func(r *kgo.Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if err != nil {
-			mu.Lock()
 			prodErr = cmpOr(prodErr, err)
-			mu.Unlock()
+			return
+		}
+		if last[r.Topic] == nil {
+			last[r.Topic] = map[int32]int64{}
+		}
+		if o, ok := last[r.Topic][r.Partition]; !ok || r.Offset > o {
+			last[r.Topic][r.Partition] = r.Offset
 		}
 	}
 	// The marker first: from then on the control topic has this
@@ -446,6 +468,18 @@ func (a *App) seedOnce(ctx context.Context, adm *kadm.Client, sp *savepoint.Save
 	if err := pcl.Flush(ctx); err != nil {
 		return abort(fmt.Errorf("processor: from savepoint: flush: %w", err))
 	}
+	// Last, once every entry's offset is known: which copies the tasks
+	// may take in directly, and at which changelog checkpoint
+	// (savepoint_takein.go). In the transaction, so it exists exactly
+	// when the entries do.
+	mu.Lock()
+	ss := a.seedStoresRecord(sp, last)
+	mu.Unlock()
+	sv, _ := json.Marshal(ss)
+	pcl.Produce(ctx, &kgo.Record{Topic: control, Partition: 0, Key: []byte(seedStoresKey), Value: sv}, promise)
+	if err := pcl.Flush(ctx); err != nil {
+		return abort(fmt.Errorf("processor: from savepoint: flush: %w", err))
+	}
 	mu.Lock()
 	perr := prodErr
 	mu.Unlock()
@@ -458,8 +492,21 @@ func (a *App) seedOnce(ctx context.Context, adm *kadm.Client, sp *savepoint.Save
 	if err := pcl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return abort(fmt.Errorf("processor: from savepoint: commit: %w", err))
 	}
-	a.log.Info("seeded the application from the savepoint", "savepoint", sp.Manifest().ID, "dir", sp.Dir(), "records", n)
+	a.log.Info("seeded the application from the savepoint", "savepoint", sp.Manifest().ID, "dir", sp.Dir(), "records", n, "took", time.Since(began).Round(time.Millisecond))
+	a.setTakeIns(sp, ss)
 	return nil
+}
+
+// seedTransforms reports whether the seed changes any entry of m on its
+// way to the changelogs: a migration, or a partition count changed.
+func (a *App) seedTransforms(m *savepoint.Manifest) bool {
+	for _, s := range m.Stores {
+		spec, ok := a.plan.Stores[s.Name]
+		if ok && spec.Source == "" && !a.verbatim(&s) {
+			return true
+		}
+	}
+	return false
 }
 
 func cmpOr(a, b error) error {
@@ -886,6 +933,10 @@ func (a *App) readMarker(ctx context.Context, adm *kadm.Client, control string, 
 	}
 	defer cl.Close()
 	pos := start
+	var mk *seedMarker
+	var stores []*seedStores
+	// To the end, not to the marker: the seed's list of copies to take
+	// in follows it in the same transaction.
 	for pos < end {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("processor: from savepoint: reading %s took too long", control)
@@ -899,17 +950,35 @@ func (a *App) readMarker(ctx context.Context, adm *kadm.Client, control string, 
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) { pos = max(pos, fp.LogStartOffset) })
 		for _, r := range fs.Records() {
 			pos = max(pos, r.Offset+1)
-			if r.Offset >= end || r.Attrs.IsControl() || string(r.Key) != seedMarkerKey {
+			if r.Offset >= end || r.Attrs.IsControl() {
 				continue
 			}
-			var mk seedMarker
-			if err := json.Unmarshal(r.Value, &mk); err != nil {
-				return nil, fmt.Errorf("processor: from savepoint: seed marker at %s/0@%d: %w", control, r.Offset, err)
+			switch string(r.Key) {
+			case seedMarkerKey:
+				if mk != nil {
+					continue // the first marker decides
+				}
+				mk = &seedMarker{}
+				if err := json.Unmarshal(r.Value, mk); err != nil {
+					return nil, fmt.Errorf("processor: from savepoint: seed marker at %s/0@%d: %w", control, r.Offset, err)
+				}
+			case seedStoresKey:
+				// Unreadable: no take-in, the restore does it all.
+				if ss, err := parseSeedStores(r.Value); err == nil {
+					stores = append(stores, ss)
+				}
 			}
-			return &mk, nil
 		}
 	}
-	return nil, nil
+	if mk != nil {
+		for _, ss := range stores {
+			if ss.Savepoint == mk.Savepoint {
+				mk.stores = ss
+				break
+			}
+		}
+	}
+	return mk, nil
 }
 
 // awaitMarker waits up to d for a seed marker to appear (nil if none did:

@@ -9,3 +9,11 @@ func SetRescaleRoute(route func(layout.StoreKind, []byte, int32) (int32, bool, e
 	rescaleRoute = route
 	return func() { rescaleRoute = pr }
 }
+
+// SetTakeInCopy replaces how a start from a savepoint copies a store copy
+// into the state directory (store.CopyDir); it returns the restore.
+func SetTakeInCopy(fn func(src, dst string) error) (restore func()) {
+	old := takeInCopy
+	takeInCopy = fn
+	return func() { takeInCopy = old }
+}

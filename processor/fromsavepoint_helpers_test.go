@@ -293,3 +293,23 @@ func committedCount(t *testing.T, addrs []string, topic string) int {
 	}
 	return len(recs)
 }
+
+// seedMarkers counts the committed seed markers (key
+// sluice.savepoint.seeded) on appID's savepoint control topic; the seed's
+// other record there (its list of copies to take in) is not one.
+func seedMarkers(t *testing.T, addrs []string, appID string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := readback.ReadCommitted(ctx, addrs, names.SavepointControl(appID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if string(r.Key) == "sluice.savepoint.seeded" {
+			n++
+		}
+	}
+	return n
+}

@@ -676,7 +676,7 @@ func TestFromSavepointTwoInstancesSeedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := committedCount(t, addrs, names.SavepointControl(app)); n != 1 {
+	if n := seedMarkers(t, addrs, app); n != 1 {
 		t.Errorf("%d seed markers, want 1", n)
 	}
 	if n, want := committedCount(t, addrs, names.Changelog(app, "counts")), m.Manifest().Store("counts").Records; int64(n) != want {
@@ -689,7 +689,7 @@ func TestFromSavepointTwoInstancesSeedOnce(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := committedCount(t, addrs, names.SavepointControl(app)); n != 1 {
+	if n := seedMarkers(t, addrs, app); n != 1 {
 		t.Errorf("%d seed markers after a restart with the same savepoint, want 1", n)
 	}
 	got := perKey(t, addrs, out)
@@ -778,7 +778,7 @@ func TestFromSavepointAllowDroppedState(t *testing.T) {
 			t.Errorf("key %x: last count %x, want %d (the new store starts empty, the input at the cut)", k, vs, n)
 		}
 	}
-	if n := committedCount(t, addrs, names.SavepointControl(app)); n != 1 {
+	if n := seedMarkers(t, addrs, app); n != 1 {
 		t.Errorf("%d seed markers, want 1", n)
 	}
 }
@@ -874,7 +874,7 @@ func TestFromSavepointChangelogState(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if n := committedCount(t, addrs, names.SavepointControl(aborted)); n != 1 {
+	if n := seedMarkers(t, addrs, aborted); n != 1 {
 		t.Fatalf("%d seed markers after a start over aborted changelog records, want 1", n)
 	}
 }

@@ -189,7 +189,7 @@ func (c *coordinator) run(ctx context.Context) (_ *savepoint.Manifest, err error
 	if err != nil {
 		return nil, err
 	}
-	m, err := c.write(ctx, top, cut)
+	m, err := c.write(ctx, top, cut, replies)
 	if err != nil {
 		return nil, err
 	}
@@ -534,8 +534,10 @@ func (c *coordinator) onlyMarkers(ctx context.Context, t string, p int32, from, 
 	return true, nil
 }
 
-// write records the cut and copies every store into the savepoint.
-func (c *coordinator) write(ctx context.Context, top *spTopology, cut *cut) (*savepoint.Manifest, error) {
+// write records the cut and copies every store into the savepoint: from
+// the instances' checkpoints where they are at the cut, else from the
+// changelog.
+func (c *coordinator) write(ctx context.Context, top *spTopology, cut *cut, replies map[string]spMessage) (*savepoint.Manifest, error) {
 	m := &savepoint.Manifest{ID: c.id, Application: c.cfg.appID, Fingerprint: top.Fingerprint, Created: time.Now().UTC(), Sluice: version()}
 	if len(top.Inputs) > 0 {
 		details, err := c.adm.ListTopics(ctx, top.Inputs...)
@@ -558,6 +560,12 @@ func (c *coordinator) write(ctx context.Context, top *spTopology, cut *cut) (*sa
 			m.Inputs = append(m.Inputs, in)
 		}
 	}
+	var taken map[spKey]savepoint.Part
+	if !spNoCheckpoints {
+		taken = c.checkpoints(ctx, top, cut, replies)
+	}
+	copied := 0
+	start := time.Now()
 	for _, s := range top.Stores {
 		if s.SourceBacked {
 			continue
@@ -571,6 +579,15 @@ func (c *coordinator) write(ctx context.Context, top *spTopology, cut *cut) (*sa
 			end, ok := cut.ends.Lookup(s.Changelog, p)
 			if !ok {
 				return nil, fmt.Errorf("store %s: changelog %s has no partition %d", s.Name, s.Changelog, p)
+			}
+			if part, ok := taken[spKey{s.Name, p}]; ok {
+				st.Parts = append(st.Parts, part)
+				continue
+			}
+			copied++
+			// Whatever an instance left there is not taken.
+			if err := c.w.Discard(savepoint.PartDir(c.cfg.appID, savepoint.TaskID(s.SubTopology, p), s.Name)); err != nil {
+				return nil, err
 			}
 			pw, err := c.w.Part(c.cfg.appID, savepoint.TaskID(s.SubTopology, p), s.Name, p)
 			if err != nil {
@@ -588,6 +605,9 @@ func (c *coordinator) write(ctx context.Context, top *spTopology, cut *cut) (*sa
 			st.Parts = append(st.Parts, part)
 		}
 		m.Stores = append(m.Stores, st)
+	}
+	if copied > 0 {
+		c.log.Info("savepoint: stores copied from their changelogs", "savepoint", c.id, "copied", copied, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return m, nil
 }

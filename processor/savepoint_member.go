@@ -2,9 +2,15 @@ package processor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -18,6 +24,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/state"
+	"github.com/sluice-streams/sluice/store"
 )
 
 // The instance's side of taking a savepoint (DESIGN.md "Taking a
@@ -33,9 +40,11 @@ import (
 
 // Message types on the control topic.
 const (
-	spRequest = "request"
-	spPaused  = "paused"
-	spRelease = "release"
+	spRequest      = "request"
+	spPaused       = "paused"
+	spCheckpoint   = "checkpoint"
+	spCheckpointed = "checkpointed"
+	spRelease      = "release"
 )
 
 // spMargin is how long past a request's deadline an instance stays paused
@@ -57,9 +66,50 @@ type spMessage struct {
 	Member     string      `json:"member,omitempty"`
 	Generation int32       `json:"generation,omitempty"`
 	Topology   *spTopology `json:"topology,omitempty"`
+	// Checkpoints (paused): the instance answers checkpoint requests.
+	// An instance of an older sluice leaves it out, and the coordinator
+	// copies its stores from the changelogs.
+	Checkpoints bool `json:"checkpoints,omitempty"`
+	// checkpoint: Staging is the directory the savepoint is written in
+	// (savepoint.Writer.Staging); it holds spTokenFile with the
+	// savepoint's id, which an instance reads to know it sees that
+	// directory (same machine, or a shared filesystem).
+	Staging string `json:"staging,omitempty"`
+	// checkpointed: the store copies written, and why none were (Error).
+	Parts []spPart `json:"parts,omitempty"`
+	Error string   `json:"error,omitempty"`
 	// release
 	Stop bool `json:"stop,omitempty"`
 }
+
+// spPart is one store copy an instance wrote as a Pebble checkpoint.
+type spPart struct {
+	Store     string `json:"store"`
+	Partition int32  `json:"partition"`
+	// Dir is the copy's directory relative to the staging directory
+	// (savepoint.PartDir).
+	Dir string `json:"dir"`
+	// Offset is the changelog checkpoint the copy holds: the offset of
+	// the last changelog record it reflects (store.NoCheckpoint: none).
+	Offset int64 `json:"offset"`
+}
+
+// spCheckpointsDir is where in the staging directory the instances write
+// their checkpoints, each under spMemberDir: the coordinator renames the
+// ones it takes to their place (savepoint.PartDir) and removes the rest, so
+// that a checkpoint it did not wait for never mixes with a copy it writes
+// from the changelog.
+const spCheckpointsDir = ".checkpoints"
+
+// spMemberDir names a member's directory under spCheckpointsDir.
+func spMemberDir(member string) string {
+	h := sha256.Sum256([]byte(member))
+	return hex.EncodeToString(h[:8])
+}
+
+// spTokenFile is the file in a savepoint's staging directory that holds
+// its id; the coordinator removes it before the savepoint is committed.
+const spTokenFile = ".sluice-savepoint-id"
 
 // spTopology is what the coordinator needs of the topology without having
 // it: the fingerprint to check that every instance runs the same one, the
@@ -265,7 +315,7 @@ func (c *spControl) read(a *App) {
 				a.log.Warn("savepoint: unreadable control record", "topic", r.Topic, "offset", r.Offset, "err", err)
 				return
 			}
-			if msg.Type != spRequest && msg.Type != spRelease {
+			if msg.Type != spRequest && msg.Type != spRelease && msg.Type != spCheckpoint {
 				return // the instances' own answers
 			}
 			if a.spDeaf.Load() {
@@ -371,6 +421,11 @@ func (m *member) stepSavepoint(ctx context.Context) (stop bool, err error) {
 			c.act = &spActive{req: msg}
 			cl.PauseFetchTopics(c.userTopics()...)
 			m.a.log.Info("savepoint: pausing the input topics", "savepoint", msg.ID, "to", msg.To, "deadline", msg.Deadline)
+		case spCheckpoint:
+			if c.act == nil || c.act.req.ID != msg.ID || m.a.spOld.Load() {
+				continue
+			}
+			m.checkpointStores(ctx, msg)
 		case spRelease:
 			if c.act == nil || c.act.req.ID != msg.ID {
 				continue
@@ -411,7 +466,8 @@ func (m *member) stepSavepoint(ctx context.Context) (stop bool, err error) {
 	if _, err := m.end(true, AbortRebalance); err != nil {
 		return false, err
 	}
-	reply := spMessage{Type: spPaused, ID: act.req.ID, Instance: m.a.txnID, Member: member, Generation: gen, Topology: m.a.spTopology()}
+	reply := spMessage{Type: spPaused, ID: act.req.ID, Instance: m.a.txnID, Member: member, Generation: gen, Topology: m.a.spTopology(),
+		Checkpoints: !m.a.spOld.Load()}
 	b, err := json.Marshal(reply)
 	if err != nil {
 		return false, fmt.Errorf("processor: savepoint: %w", err)
@@ -470,4 +526,74 @@ func (a *App) StoppedWithSavepoint() string {
 		return *p
 	}
 	return ""
+}
+
+// spTakeCheckpoint writes a Pebble checkpoint of eng into dir and returns
+// the changelog offset it holds; a variable for the test that hands the
+// coordinator a checkpoint taken before the cut.
+var spTakeCheckpoint = func(eng *store.Pebble, id task.ID, name, dir string) (int64, error) {
+	return eng.CheckpointTo(dir)
+}
+
+// checkpointStores answers a checkpoint request: the instance is paused and
+// the coordinator has read the cut, so each of its active tasks' Pebble
+// stores holds the committed state up to its changelog checkpoint
+// (invariant 2: staged writes reach Pebble only after their commit, with
+// the offset they reach). It writes a Pebble checkpoint of each into the
+// savepoint's staging directory, when this instance sees it, and reports
+// the copies with their offsets; the coordinator checks each offset
+// against the cut and copies from the changelog any store it does not
+// take. A failure here is never the savepoint's: the store is just not
+// reported.
+func (m *member) checkpointStores(ctx context.Context, msg spMessage) {
+	c := m.a.spc
+	member, gen := m.sess.Client().GroupMetadata()
+	reply := spMessage{Type: spCheckpointed, ID: msg.ID, Instance: m.a.txnID, Member: member, Generation: gen}
+	tok, err := os.ReadFile(filepath.Join(msg.Staging, spTokenFile))
+	switch {
+	case msg.Staging == "" || !filepath.IsAbs(msg.Staging):
+		reply.Error = fmt.Sprintf("no usable staging directory %q", msg.Staging)
+	case err != nil || string(tok) != msg.ID:
+		reply.Error = fmt.Sprintf("the savepoint's directory %s is not reachable from this instance (%v)", msg.Staging, cmpOr(err, errors.New("another savepoint's")))
+	}
+	start := time.Now()
+	if reply.Error == "" {
+		for _, id := range slices.SortedFunc(maps.Keys(m.tasks), cmpTaskID) {
+			t := m.tasks[id]
+			for _, name := range t.Stores() {
+				eng, ok := t.Engine(name).(*store.Pebble)
+				if !ok || m.a.plan.Stores[name].Source != "" {
+					continue // in memory, or restored from its source topic
+				}
+				// The coordinator removes the token when it stops waiting:
+				// a late instance then stops writing (DESIGN.md).
+				if _, err := os.Stat(filepath.Join(msg.Staging, spTokenFile)); err != nil {
+					reply.Error = "the coordinator stopped waiting"
+					break
+				}
+				rel := path.Join(spCheckpointsDir, spMemberDir(member), id.String(), name)
+				dir := filepath.Join(msg.Staging, filepath.FromSlash(rel))
+				off, err := spTakeCheckpoint(eng, id, name, dir)
+				if err != nil {
+					_ = os.RemoveAll(dir)
+					m.a.log.Warn("savepoint: cannot checkpoint a store; the coordinator copies it from its changelog", "savepoint", msg.ID, "task", id.String(), "store", name, "err", err)
+					continue
+				}
+				reply.Parts = append(reply.Parts, spPart{Store: name, Partition: id.Partition, Dir: rel, Offset: off})
+			}
+		}
+	}
+	b, err := json.Marshal(reply)
+	if err != nil {
+		m.a.log.Warn("savepoint: cannot answer the checkpoint request", "savepoint", msg.ID, "err", err)
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.cl.ProduceSync(pctx, &kgo.Record{Topic: c.topic, Key: []byte(msg.ID), Value: b}).FirstErr(); err != nil {
+		// The coordinator copies this instance's stores from the changelogs.
+		m.a.log.Warn("savepoint: cannot answer the checkpoint request", "savepoint", msg.ID, "err", err)
+		return
+	}
+	m.a.log.Info("savepoint: stores checkpointed", "savepoint", msg.ID, "stores", len(reply.Parts), "took", time.Since(start).Round(time.Millisecond), "unreachable", reply.Error)
 }

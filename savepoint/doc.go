@@ -19,6 +19,9 @@
 //	pw, err := w.Part("app", "0_3", "counts", 3)
 //	... fill pw.Engine() ...
 //	part, err := pw.Close()           // counts and checksums it
+//	// or take a store another process wrote under w.Staging(),
+//	// e.g. a Pebble checkpoint of a task's store (hard links):
+//	part, err = w.Adopt(savepoint.PartDir("app", "0_4", "counts"), 4)
 //	err = w.Commit(manifest)          // manifest.json, then the rename
 //
 //	sp, err := savepoint.Open(dir)    // ErrIncomplete, ErrFormat

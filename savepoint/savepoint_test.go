@@ -143,3 +143,74 @@ func TestVerifyCatchesChange(t *testing.T) {
 		})
 	}
 }
+
+// TestAdoptEqualsPart: a store another process wrote under Staging (here a
+// Pebble checkpoint, with its meta key and a different checkpoint) is
+// adopted with the count and checksum Part gives the same entries, and
+// the savepoint verifies; Discard removes one not adopted. Control: an
+// adopted store with one entry more has another checksum.
+func TestAdoptEqualsPart(t *testing.T) {
+	keys := testkeys.Bytes()
+	want := write(t, filepath.Join(t.TempDir(), "ref"), keys).Stores[0].Parts[0]
+
+	src, err := store.OpenPebble(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var ws []store.Write
+	for i, k := range keys {
+		if i%2 == 0 {
+			ws = append(ws, store.Write{Key: k, Value: []byte(fmt.Sprint(i))})
+		}
+	}
+	if err := src.Apply(ws, 999); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sp")
+	w, err := savepoint.Create(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := savepoint.PartDir("app", savepoint.TaskID(0, 0), "counts")
+	if _, err := src.CheckpointTo(filepath.Join(w.Staging(), filepath.FromSlash(rel))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Adopt(rel, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Records != want.Records || got.Checksum != want.Checksum || got.Dir != want.Dir {
+		t.Fatalf("adopted %+v, Part wrote %+v", got, want)
+	}
+	// Control: one more entry is seen.
+	extra := savepoint.PartDir("app", savepoint.TaskID(0, 1), "counts")
+	if err := src.Apply([]store.Write{{Key: []byte("one more"), Value: []byte("x")}}, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.CheckpointTo(filepath.Join(w.Staging(), filepath.FromSlash(extra))); err != nil {
+		t.Fatal(err)
+	}
+	if more, err := w.Adopt(extra, 1); err != nil || more.Checksum == want.Checksum || more.Records != want.Records+1 {
+		t.Fatalf("control: a store with one entry more adopted as %+v (%v)", more, err)
+	}
+	if err := w.Discard(extra); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(w.Staging(), filepath.FromSlash(extra))); !os.IsNotExist(err) {
+		t.Fatalf("discarded store still there: %v", err)
+	}
+	got.ChangelogEnd = 1001
+	m := &savepoint.Manifest{ID: "sp2", Application: "app", Stores: []savepoint.Store{{Name: "counts", Layout: "key-value",
+		Partitions: 1, Changelog: "app-counts-changelog", Parts: []savepoint.Part{got}}}}
+	if err := w.Commit(m); err != nil {
+		t.Fatal(err)
+	}
+	sp, err := savepoint.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -83,7 +83,7 @@ type PartWriter struct {
 // Part opens an empty Pebble store for partition of store in task (TaskID)
 // of application app.
 func (w *Writer) Part(app, task, storeName string, partition int32) (*PartWriter, error) {
-	rel := path.Join(app, task, storeName)
+	rel := PartDir(app, task, storeName)
 	dir := filepath.Join(w.tmp, filepath.FromSlash(rel))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
@@ -124,6 +124,48 @@ func (pw *PartWriter) Close() (Part, error) {
 	}
 	p.Checksum = sum.String()
 	return p, pw.eng.Close()
+}
+
+// Staging is the directory the savepoint is written in until Commit
+// renames it to Dir: where Adopt finds the copies others wrote.
+func (w *Writer) Staging() string { return w.tmp }
+
+// PartDir is the directory, relative to the savepoint (slash-separated),
+// of the copy of store in task (TaskID) of application app: what Part
+// fills and what Adopt takes.
+func PartDir(app, task, storeName string) string { return path.Join(app, task, storeName) }
+
+// Adopt takes the Pebble store that another process wrote at rel
+// (PartDir) under Staging, e.g. a checkpoint of a task's store: it counts
+// and checksums it, read-only, and returns its Part (ChangelogEnd is the
+// caller's to set). Safe to call concurrently for different parts.
+func (w *Writer) Adopt(rel string, partition int32) (Part, error) {
+	p := Part{Partition: partition, Dir: rel}
+	dir := filepath.Join(w.tmp, filepath.FromSlash(rel))
+	eng, err := store.OpenPebbleReadOnly(dir)
+	if err != nil {
+		return p, fmt.Errorf("savepoint: adopt %s: %w", rel, err)
+	}
+	defer eng.Close()
+	sum := newSum()
+	if err := eng.Range(nil, nil, func(k, v []byte) error {
+		sum.add(k, v)
+		p.Records++
+		return nil
+	}); err != nil {
+		return p, fmt.Errorf("savepoint: adopt %s: %w", rel, err)
+	}
+	p.Checksum = sum.String()
+	return p, nil
+}
+
+// Discard removes what was written at rel (PartDir) under Staging: a copy
+// that is not adopted, so that Part can write that store afresh.
+func (w *Writer) Discard(rel string) error {
+	if err := os.RemoveAll(filepath.Join(w.tmp, filepath.FromSlash(rel))); err != nil {
+		return fmt.Errorf("savepoint: %w", err)
+	}
+	return nil
 }
 
 // Commit writes m as the manifest (Format set, Records of each store summed
