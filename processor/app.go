@@ -53,6 +53,7 @@ type App struct {
 	spc       *spControl
 	spStopped atomic.Pointer[string]
 	spDeaf    atomic.Bool // tests: ignore savepoint requests
+	mem       memory      // state.memory.budget's split (memory.go)
 }
 
 // New validates the configuration and the topology. It starts nothing.
@@ -112,6 +113,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	a.planMemory()
+	defer a.releaseMemory()
 	// Savepoints: without the control topic (an ACL refusing it) the
 	// instance still runs; a savepoint then names it as not answering.
 	if a.spc, err = a.startSavepointControl(ctx); err != nil {
