@@ -36,8 +36,8 @@ func withScaling(cmd *cobra.Command) *cobra.Command {
 	)
 	f := cmd.Flags()
 	f.BoolVar(&on, "scaling", false, "measure how cost grows instead of the scenarios: throughput and peak RSS of count and windowed against input records and distinct keys, under a memory budget, and the restore of a large store; each job in a process of its own, the broker in another")
-	f.StringVar(&records, "scaling-records", "1000000", "with --scaling: comma-separated input sizes of the record sweep (e.g. 1000000,10000000,30000000)")
-	f.StringVar(&keys, "scaling-keys", "10000,1000000", "with --scaling: comma-separated key spaces of the key sweep (e.g. 10000,1000000,10000000)")
+	f.StringVar(&records, "scaling-records", "1000000", "with --scaling: comma-separated input sizes of the record sweep (e.g. 1000000,10000000,30000000; empty: none)")
+	f.StringVar(&keys, "scaling-keys", "10000,1000000", "with --scaling: comma-separated key spaces of the key sweep (e.g. 10000,1000000,10000000; empty: none)")
 	f.IntVar(&cfg.KeyRecords, "scaling-key-records", 1_000_000, "with --scaling: input records of each key-sweep point (at least its keys)")
 	f.StringVar(&scenarios, "scaling-scenarios", "count,windowed", "with --scaling: the jobs of the sweeps")
 	f.StringVar(&budget, "scaling-memory-budget", formatBytes(processor.DefaultMemoryBudget), "with --scaling: every job's state.memory.budget")
@@ -104,8 +104,10 @@ func withScaling(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
+// intList reads comma-separated positive integers; empty: none (not
+// nil, so that the sweep is skipped rather than given its default).
 func intList(s string) ([]int, error) {
-	var out []int
+	out := []int{}
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
