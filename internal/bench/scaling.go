@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
@@ -98,6 +100,10 @@ type ScalingUsage struct {
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 	Restored     int64   `json:"restored"`
 	Processed    int64   `json:"processed"`
+	// GoSysBytes is the memory the Go runtime had obtained from the OS by
+	// the end (its heap, stacks and metadata; Pebble's block cache and
+	// memtables are allocated outside it): what of the peak RSS is Go's.
+	GoSysBytes int64 `json:"go_sys_bytes"`
 }
 
 // ScalingResult is one point measured.
@@ -418,6 +424,17 @@ func runScalingPoint(ctx context.Context, p ScalingPoint, killed func(ScalingUsa
 	}
 	u := ScalingUsage{Seconds: time.Since(start).Seconds(), CPUSeconds: (cpuTime() - cpu0).Seconds(),
 		Restored: app.Stats().Restored.Load(), Processed: app.Stats().Processed.Load(), PeakRSSBytes: peakRSS()}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	u.GoSysBytes = int64(ms.Sys)
+	if prefix := os.Getenv("SLUICE_SCALING_HEAPPROFILE"); prefix != "" {
+		// Where the Go memory is, at the end of the point with the job
+		// still running (a diagnostic: not set by the bench).
+		if f, err := os.Create(fmt.Sprintf("%s-%s-%s-%d-%d.prof", prefix, p.Kind, p.Scenario, p.Records, p.Keys)); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	if p.Kind == ScalingKill {
 		if err := killed(u); err != nil {
 			return u, err

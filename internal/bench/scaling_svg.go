@@ -129,7 +129,21 @@ func ScalingSVG(rep ScalingReport) []byte {
 		}
 		b.WriteString("</g>\n")
 	}
-	fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555">every job in a process of its own, the broker in another; exactly_once; output checked after each run</text>`+"\n", h-10)
+	note := "every job in a process of its own, the broker in another; exactly_once; output checked after each run"
+	var cl, cp *ScalingResult
+	for i := range rep.Points {
+		switch rep.Points[i].Kind {
+		case ScalingRestoreChangelog:
+			cl = &rep.Points[i]
+		case ScalingRestoreCheckpoint:
+			cp = &rep.Points[i]
+		}
+	}
+	if cl != nil && cp != nil {
+		note = fmt.Sprintf("restore of a %d MiB store: %.1f s from its changelog, %.1f s from the local checkpoint after SIGKILL; ",
+			cl.StoreBytes>>20, cl.Seconds, cp.Seconds) + note
+	}
+	fmt.Fprintf(&b, `<text class="note" x="10" y="%d" fill="#555">%s</text>`+"\n", h-10, html.EscapeString(note))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
