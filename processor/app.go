@@ -59,6 +59,7 @@ type App struct {
 	// spTakeIn: the store copies a start from a savepoint may take in
 	// directly (savepoint_takein.go), nil if none.
 	spTakeIn *takeIns
+	mem      memory // state.memory.budget's split (memory.go)
 }
 
 // New validates the configuration and the topology. It starts nothing.
@@ -118,6 +119,8 @@ func (a *App) Run(ctx context.Context) error {
 	if err := a.prepareTopics(ctx); err != nil {
 		return err
 	}
+	a.planMemory()
+	defer a.releaseMemory()
 	// Savepoints: without the control topic (an ACL refusing it) the
 	// instance still runs; a savepoint then names it as not answering.
 	if a.spc, err = a.startSavepointControl(ctx); err != nil {

@@ -52,8 +52,11 @@ func resumeFrom(cp, start, end int64) resumePoint {
 }
 
 // openEngine opens the Pebble engine of a store copy (standby copies and
-// global tables); tests replace it to inject faults.
-var openEngine = func(dir string) (store.Engine, error) { return store.OpenPebble(dir) }
+// global tables), sized by the memory budget (memory.go); tests replace it
+// to inject faults.
+var openEngine = func(dir string, o store.PebbleOptions) (store.Engine, error) {
+	return store.OpenPebbleWith(dir, o)
+}
 
 // openCopy opens the engine in dir of store name of task id for the
 // standby follower. A copy found corrupted is wiped and opened empty: the
@@ -63,7 +66,7 @@ func (a *App) openCopy(id task.ID, name, dir string) (store.Engine, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	eng, err := openEngine(dir)
+	eng, err := openEngine(dir, a.mem.pebble)
 	if c, ok := asCorrupted(id, err).(errCorrupted); ok {
 		if err := a.wipeCorrupted(c); err != nil {
 			return nil, err
@@ -71,7 +74,7 @@ func (a *App) openCopy(id task.ID, name, dir string) (store.Engine, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		eng, err = openEngine(dir)
+		eng, err = openEngine(dir, a.mem.pebble)
 	}
 	return eng, err
 }

@@ -23,6 +23,7 @@ type Settings struct {
 	FoldUpdates              bool          // fold.updates
 	MaxRecordBytes           int           // max.record.bytes
 	IdleTimeout              time.Duration // idle.timeout (0: off)
+	StateMemoryBudget        int64         // state.memory.budget: MemoryBudget
 }
 
 // Defaults returns the value each option has when it is not given: the
@@ -44,5 +45,6 @@ func Defaults() Settings {
 		FoldUpdates:              c.foldUpdates,
 		MaxRecordBytes:           c.maxRecordBytes,
 		IdleTimeout:              c.idleTimeout,
+		StateMemoryBudget:        c.memoryBudget,
 	}
 }

@@ -159,6 +159,7 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 		AppID: m.a.cfg.appID, StateDir: m.a.dir, Send: m.send,
 		Errors: m.a.cfg.errors, DeadLetter: m.a.deadLetterTopic(), MaxRecordBytes: m.a.cfg.maxRecordBytes,
 		InternalPartitions: m.a.internalPartitions, IdleTimeout: m.a.cfg.idleTimeout, FoldUpdates: m.a.cfg.foldUpdates,
+		Pebble: m.a.mem.pebble, ReadCache: m.a.mem.readCache,
 		OnLate:  func() { m.a.stats.Late.Add(1) },
 		Globals: m.a.globals,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {

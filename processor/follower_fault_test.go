@@ -34,8 +34,8 @@ type applyFault struct {
 func injectApplyFault(t *testing.T) *applyFault {
 	f := &applyFault{failed: make(chan struct{})}
 	prev := openEngine
-	openEngine = func(dir string) (store.Engine, error) {
-		eng, err := prev(dir)
+	openEngine = func(dir string, o store.PebbleOptions) (store.Engine, error) {
+		eng, err := prev(dir, o)
 		if err != nil {
 			return nil, err
 		}

@@ -52,7 +52,7 @@ func (a *App) startGlobals(ctx context.Context) (*globals, error) {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)
 		}
-		eng, err := openEngine(dir)
+		eng, err := openEngine(dir, a.mem.pebble)
 		if err != nil {
 			g.close()
 			return nil, fmt.Errorf("processor: global table %s: %w", gt.Name, err)

@@ -119,7 +119,7 @@ func (a *App) scanLocalState() {
 				if _, err := os.Stat(dir); err != nil {
 					continue
 				}
-				eng, err := store.OpenPebble(dir)
+				eng, err := store.OpenPebbleWith(dir, a.mem.pebble)
 				if err != nil {
 					a.log.Warn("reading local checkpoint", "task", id.String(), "store", name, "err", err)
 					continue

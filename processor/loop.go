@@ -105,11 +105,14 @@ func (m *member) loop(ctx context.Context) error {
 		m.trimBounded(batches)
 		// Savepoints: user input polled after the pause waits.
 		m.cutPausedInput(batches)
+		var stage int64 // the stages' bytes after the poll (memory.go)
 		if perr == nil {
+			before := m.stageBytes()
 			start := time.Now()
 			var n int
 			n, perr = m.process(order, batches)
-			m.boundPolls(n, time.Since(start))
+			stage = m.stageBytes()
+			m.boundPolls(n, time.Since(start), stage-before, stage)
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) > 0 {
@@ -147,7 +150,12 @@ func (m *member) loop(ctx context.Context) error {
 				return err
 			}
 		}
-		if mustAbort || len(m.own.closing) > 0 || time.Since(m.txnStart) >= interval {
+		// A full stage ends the transaction early (memory.go).
+		early := m.stageFull(stage)
+		if mustAbort || len(m.own.closing) > 0 || time.Since(m.txnStart) >= interval || early {
+			if early && !mustAbort {
+				m.a.mem.earlyCommits.Add(1)
+			}
 			if _, err := m.end(!mustAbort, AbortRebalance); err != nil {
 				return err
 			}
@@ -225,18 +233,42 @@ func (m *member) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (
 const firstPoll = 1000
 
 // boundPolls sets how many records the next poll may take from how fast
-// the last n took: as many as take a quarter of the transaction timeout
-// (and of the rebalance timeout, within which a member must rejoin). A
-// transaction holds every record of its polls, so one poll that took
-// longer than the timeout would abort on the broker, and so would every
-// retry of it: the instance could never get past a backlog of slow records.
-// A fast job polls everything buffered, as before.
-func (m *member) boundPolls(n int, took time.Duration) {
+// the last n took, and from how much the stages grew with them (grew
+// bytes, to stage in all).
+//
+// By time: as many as take one commit interval, and never more than a
+// quarter of the transaction timeout (and of the rebalance timeout, within
+// which a member must rejoin). A transaction holds every record of its
+// polls, so one poll that took longer than the timeout would abort on the
+// broker, and so would every retry of it: the instance could never get
+// past a backlog of slow records. And a poll that took longer than the
+// commit interval makes a transaction of its own however fast the job is:
+// on a backlog, each task's stage would then hold a whole run's writes.
+//
+// By memory: as many as the stages' free share of the memory budget holds
+// at the last poll's bytes per record (after an early commit, at least half
+// the share is free), so that a poll overruns the share by an eighth at
+// most before the instance commits (memory.go).
+func (m *member) boundPolls(n int, took time.Duration, grew, stage int64) {
 	if n == 0 || took <= 0 {
 		return
 	}
-	budget := min(m.a.cfg.txnTimeout, m.a.cfg.rebalanceTimeout) / 4
-	m.pollMax = int(min(max(1, float64(n)*float64(budget)/float64(took)), 1<<30))
+	cfg := &m.a.cfg
+	budget := min(cfg.txnTimeout/4, cfg.rebalanceTimeout/4, cfg.commitInterval)
+	limit := float64(n) * float64(budget) / float64(took)
+	if share := m.a.mem.stage; share > 0 && grew > 0 {
+		free := share - stage
+		switch {
+		case free <= 0:
+			free = share / 2 // the early commit that follows leaves at least this
+		case free < share/8:
+			// Not a poll of a few records after another: the stage
+			// overruns its share by an eighth at most.
+			free = share / 8
+		}
+		limit = min(limit, float64(n)*float64(free)/float64(grew))
+	}
+	m.pollMax = int(min(max(1, limit), 1<<30))
 }
 
 // parallel calls fn(i) once for every i < n, on up to workers goroutines

@@ -50,6 +50,7 @@ type config struct {
 	spContinue       bool           // SavepointContinue (savepoint.go)
 	spTimeout        time.Duration  // SavepointTimeout
 	savepoint        savepointStart // FromSavepoint and its options (fromsavepoint.go)
+	memoryBudget     int64          // state.memory.budget (memory.go)
 }
 
 func defaultConfig() config {
@@ -64,6 +65,7 @@ func defaultConfig() config {
 		maxRecordBytes:   task.DefaultMaxRecordBytes,
 		logger:           slog.New(slog.DiscardHandler),
 		standby:          defaultStandbyConfig(),
+		memoryBudget:     DefaultMemoryBudget,
 	}
 }
 
@@ -86,6 +88,9 @@ func (c *config) validate() error {
 	}
 	if c.threads < 0 {
 		errs = append(errs, fmt.Errorf("processor: num.stream.threads must not be negative, got %d", c.threads))
+	}
+	if c.memoryBudget < MinMemoryBudget {
+		errs = append(errs, fmt.Errorf("processor: state.memory.budget must be at least %d bytes (8MiB), got %d", int64(MinMemoryBudget), c.memoryBudget))
 	}
 	errs = append(errs, validateEndpoint(c.endpoint), c.standby.validate())
 	return errors.Join(errs...)
@@ -181,6 +186,18 @@ func StreamThreads(n int) Opt { return opt(func(c *config) { c.threads = n }) }
 // regardless: held updates would meet the watermark later than their
 // records did. Default false: every update is forwarded at once.
 func FoldUpdates(on bool) Opt { return opt(func(c *config) { c.foldUpdates = on }) }
+
+// MemoryBudget sets state.memory.budget: the bytes of memory the
+// instance's state may use, split between one Pebble block cache shared by
+// all its stores (1/2), the stores' memtables (1/4) and the stages that hold
+// each transaction's writes until its commit and cache committed values
+// (1/4); when the stages fill their share, the instance commits early
+// rather than let them grow (DESIGN.md, Memory budget). The Kafka clients'
+// buffers, the Go runtime and in-memory stores are not in it. Kafka
+// Streams' nearest equivalents are statestore.cache.max.bytes and a
+// RocksDBConfigSetter. Default DefaultMemoryBudget (256 MiB); at least
+// MinMemoryBudget.
+func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget = bytes }) }
 
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }

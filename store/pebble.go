@@ -98,15 +98,64 @@ type Pebble struct {
 
 var _ Engine = (*Pebble)(nil)
 
-// OpenPebble opens (creating if needed) the Pebble database in dir. Only one
-// Pebble may have dir open at a time; Pebble's lock file enforces this.
-func OpenPebble(dir string) (*Pebble, error) {
-	c := pebble.NewCache(pebbleCacheSize)
-	// The DB takes its own reference to the cache; ours is dropped either way.
-	defer c.Unref()
+// OpenPebble opens (creating if needed) the Pebble database in dir, with a
+// block cache of its own and the default memtable size. Only one Pebble may
+// have dir open at a time; Pebble's lock file enforces this.
+func OpenPebble(dir string) (*Pebble, error) { return OpenPebbleWith(dir, PebbleOptions{}) }
+
+// PebbleOptions size the memory of a Pebble store. The zero value is
+// OpenPebble's: a block cache of its own (8 MiB) and 4 MiB memtables.
+type PebbleOptions struct {
+	// Cache is the block cache, shared by every store opened with it: a
+	// process with dozens of stores keeps one budget for reads instead of
+	// dozens of small caches that each thrash on their own. nil: a cache
+	// of 8 MiB for this store alone.
+	Cache *Cache
+	// MemTableSize is the size of each memtable in bytes; Pebble keeps up
+	// to two per store (one being written, one being flushed), so a store
+	// holds up to twice this. 0: 4 MiB.
+	MemTableSize int64
+}
+
+// Cache is a Pebble block cache that stores can share (PebbleOptions.Cache).
+// Each store holds a reference of its own while open, so Close may be
+// called while stores still use it: its memory goes when the last of them
+// closes.
+type Cache struct{ c *pebble.Cache }
+
+// NewCache returns a block cache of size bytes.
+func NewCache(size int64) *Cache { return &Cache{c: pebble.NewCache(size)} }
+
+// Size returns the bytes the cache holds now.
+func (c *Cache) Size() int64 { return c.c.Size() }
+
+// MaxSize returns the cache's capacity in bytes.
+func (c *Cache) MaxSize() int64 { return c.c.MaxSize() }
+
+// Close drops the caller's reference. It must be called once.
+func (c *Cache) Close() { c.c.Unref() }
+
+// MinMemTableSize is the smallest memtable OpenPebbleWith uses: below it,
+// a store flushes tiny sstables so often that compactions dominate.
+const MinMemTableSize = 256 << 10
+
+// OpenPebbleWith is OpenPebble with the memory sized by o.
+func OpenPebbleWith(dir string, o PebbleOptions) (*Pebble, error) {
+	var c *pebble.Cache
+	if o.Cache != nil {
+		c = o.Cache.c
+	} else {
+		c = pebble.NewCache(pebbleCacheSize)
+		// The DB takes its own reference to the cache; ours is dropped either way.
+		defer c.Unref()
+	}
+	mt := int64(pebbleMemTableSize)
+	if o.MemTableSize > 0 {
+		mt = max(o.MemTableSize, MinMemTableSize)
+	}
 	opts := &pebble.Options{
 		Cache:        c,
-		MemTableSize: pebbleMemTableSize,
+		MemTableSize: uint64(mt),
 		Logger:       quietLogger{},
 		// Pebble's default reports on-disk corruption through the
 		// logger's Fatalf, which ends the process: one damaged store

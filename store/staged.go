@@ -675,5 +675,11 @@ func (s *Staged) reset() {
 // Dirty returns the number of staged keys.
 func (s *Staged) Dirty() int { return len(s.dirty) }
 
+// Bytes estimates the memory the stage holds, staged writes and cached
+// committed values alike (keys, values and bookkeeping): what the
+// instance's memory budget counts (processor.MemoryBudget). After a Commit
+// it is at most the read cache's bound (WithReadCache).
+func (s *Staged) Bytes() int { return s.cached }
+
 // Stats returns the cumulative counters.
 func (s *Staged) Stats() Stats { return s.stats }

@@ -149,7 +149,7 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 	cmd.Flags().BoolVar(&dbs, "db-scenarios", false, "also run billing writing to PostgreSQL and to MariaDB, in two_phase and offsets mode ("+strings.Join(bench.DBScenarios, ", ")+"), on private servers started for the run (Debian packages postgresql and mariadb-server); with --only, name them")
 	cmd.Flags().StringVar(&child, "child", "", "internal: run one scenario:guarantee and print its result as JSON")
 	_ = cmd.Flags().MarkHidden("child")
-	return withNexmark(cmd)
+	return withScaling(withNexmark(cmd))
 }
 
 // childRunner runs each scenario in a child process of this binary, so that

@@ -42,6 +42,7 @@ const (
 	keyMaxRecordBytes  = "max.record.bytes"
 	keyIdleTimeout     = "idle.timeout"
 	keyAppServer       = "application.server"
+	keyMemoryBudget    = "state.memory.budget"
 	// Standby replicas and warm-up (processor/standby.go), and the group
 	// session timeout that a static member restarts within.
 	keyAcceptableLag  = "acceptable.recovery.lag"
@@ -71,6 +72,7 @@ var appKeys = []struct{ key, flag string }{
 	{keyInstanceID, "instance-id"},
 	{keyMaxRecordBytes, "max-record-bytes"},
 	{keyIdleTimeout, "idle-timeout"},
+	{keyMemoryBudget, "memory-budget"},
 	{keyAppServer, "advertised-endpoint"},
 	{keyHTTPAddress, "http"},
 	{keyHTTPTLSCert, "http-tls-cert"},
@@ -122,6 +124,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.String("instance-id", "", "group.instance.id: make this instance a static group member with a stable transactional id")
 	f.Int("max-record-bytes", d.MaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
 	f.Duration("idle-timeout", d.IdleTimeout, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
+	f.String("memory-budget", formatBytes(d.StateMemoryBudget), "state.memory.budget: memory of the instance's state (`bytes`, e.g. 512MiB): half a block cache shared by its Pebble stores, a quarter memtables, a quarter the stages of uncommitted writes, committing early when they fill it")
 	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
 	f.String("http", "", "http.address: serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this `address` (a port alone binds 127.0.0.1); off when empty")
 	addHTTPSecurityFlags(f)
@@ -148,6 +151,7 @@ type appConfig struct {
 	InstanceID      string
 	MaxRecordBytes  int
 	IdleTimeout     time.Duration
+	MemoryBudget    int64  // state.memory.budget, bytes
 	AppServer       string // application.server, "" if unset
 	HTTPAddress     string // http.address, "" if off
 	LogLevel        slog.Level
@@ -212,6 +216,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyInstanceID, "")
 	v.SetDefault(keyMaxRecordBytes, d.MaxRecordBytes)
 	v.SetDefault(keyIdleTimeout, d.IdleTimeout)
+	v.SetDefault(keyMemoryBudget, formatBytes(d.StateMemoryBudget))
 	v.SetDefault(keyAppServer, "")
 	v.SetDefault(keyHTTPAddress, "")
 	v.SetDefault(keyLogLevel, "info")
@@ -245,6 +250,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		SessionTimeout:  r.duration(keySessionTimeout, false),
 		InstanceID:      r.str(keyInstanceID),
 		MaxRecordBytes:  r.nonNegInt(keyMaxRecordBytes),
+		MemoryBudget:    r.bytes(keyMemoryBudget),
 		AppServer:       r.str(keyAppServer),
 		HTTPAddress:     r.str(keyHTTPAddress),
 		LogFormat:       strings.ToLower(r.str(keyLogFormat)),
@@ -281,6 +287,9 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	r.require(keyStateDir, c.StateDir != "")
 	r.require(keyMaxRecordBytes, c.MaxRecordBytes > 0)
 	r.require(keyMaxWarmups, c.MaxWarmups > 0)
+	if c.MemoryBudget < processor.MinMemoryBudget && !r.failed(keyMemoryBudget) {
+		r.fail(keyMemoryBudget, c.MemoryBudget, fmt.Errorf("must be at least %s", formatBytes(processor.MinMemoryBudget)))
+	}
 	if c.ProbeInterval > 0 && c.ProbeInterval < time.Second {
 		r.fail(keyProbeInterval, c.ProbeInterval, errors.New("must be at least 1s"))
 	}
@@ -376,6 +385,8 @@ func (c appConfig) opt(key string) processor.Opt {
 		return processor.IdleTimeout(c.IdleTimeout)
 	case keyAppServer:
 		return processor.AdvertisedEndpoint(c.AppServer)
+	case keyMemoryBudget:
+		return processor.MemoryBudget(c.MemoryBudget)
 	}
 	return nil
 }
@@ -540,4 +551,32 @@ func (r *resolver) nonNegInt(key string) int {
 		r.fail(key, n, errors.New("must not be negative"))
 	}
 	return n
+}
+
+// bytes accepts a size in bytes: a YAML number, or a string with an
+// optional unit (parseBytes).
+func (r *resolver) bytes(key string) int64 {
+	val := r.v.Get(key)
+	switch x := val.(type) {
+	case int:
+		if x < 0 {
+			r.fail(key, x, errors.New("must not be negative"))
+			return 0
+		}
+		return int64(x)
+	case int64:
+		if x < 0 {
+			r.fail(key, x, errors.New("must not be negative"))
+			return 0
+		}
+		return x
+	case string:
+		n, err := parseBytes(x)
+		if err != nil {
+			r.fail(key, strconv.Quote(x), err)
+		}
+		return n
+	}
+	r.fail(key, val, errBadBytes)
+	return 0
 }

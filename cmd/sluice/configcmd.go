@@ -39,6 +39,7 @@ func newConfigCmd() *cobra.Command {
 				keyInstanceID:       c.InstanceID,
 				keyMaxRecordBytes:   strconv.Itoa(c.MaxRecordBytes),
 				keyIdleTimeout:      c.IdleTimeout.String(),
+				keyMemoryBudget:     formatBytes(c.MemoryBudget),
 				keyHTTPAddress:      c.HTTPAddress,
 				keyHTTPTLSCert:      c.HTTP.Cert,
 				keyHTTPTLSKey:       c.HTTP.Key,

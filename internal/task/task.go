@@ -247,6 +247,13 @@ type Config struct {
 	// that long without records (see window.IdleTimeout): the one
 	// wall-clock input of event time.
 	IdleTimeout time.Duration
+	// Pebble sizes the memory of the task's Pebble stores (a shared block
+	// cache, the memtable size); the zero value gives each store its own
+	// (store.OpenPebble).
+	Pebble store.PebbleOptions
+	// ReadCache bounds each stage's cache of committed values
+	// (store.WithReadCache). 0: store.DefaultReadCache.
+	ReadCache int
 	// SkipAbortHooks is for tests only: Abort then leaves the operators'
 	// in-memory state (exec.AbortListener) and the punctuation schedules
 	// where the aborted transaction moved them, as before issue 15 fixed
@@ -340,12 +347,15 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 				return nil, fmt.Errorf("processor: task %s: %w", id, err)
 			}
 			var err error
-			if eng, err = store.OpenPebble(dir); err != nil {
+			if eng, err = store.OpenPebbleWith(dir, cfg.Pebble); err != nil {
 				t.closeStores()
 				return nil, fmt.Errorf("processor: task %s: open store %s: %w", id, name, err)
 			}
 		}
 		var opts []store.StagedOption
+		if cfg.ReadCache > 0 {
+			opts = append(opts, store.WithReadCache(cfg.ReadCache))
+		}
 		if !spec.Cache {
 			opts = append(opts, store.WithoutCache())
 		}
@@ -977,3 +987,14 @@ func (t *Task) Out() int64 { return t.out }
 
 // Late counts the records that arrived after their windows closed.
 func (t *Task) Late() int64 { return t.late }
+
+// StageBytes estimates the memory the task's stages hold (store.Staged's
+// Bytes): what the instance's memory budget counts, to end the transaction
+// early when the stages fill their share.
+func (t *Task) StageBytes() int64 {
+	var n int64
+	for _, st := range t.stores {
+		n += int64(st.Bytes())
+	}
+	return n
+}
