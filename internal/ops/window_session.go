@@ -76,7 +76,7 @@ func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) 
 	if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
 		return err
 	}
-	return p.element(k, kb, w, !isOld, r.Timestamp, wm)
+	return p.element(k, key, w, !isOld, false, r.Timestamp, wm)
 }
 
 // retract tells downstream that session a, merged into another, is gone,
