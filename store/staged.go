@@ -118,8 +118,8 @@ type stagedEntry struct {
 	// value is nil for a delete (dirty) or a key the engine lacks (clean).
 	// Replaced on write, never mutated in place.
 	value   []byte
-	pending bool  // in Staged.pending
-	dirty   bool  // in Staged.dirty
+	pending bool // in Staged.pending
+	dirty   bool // in Staged.dirty
 	// absent: the engine lacks the key and no value of it was emitted to
 	// the changelog since the last Commit, so a delete of it need be
 	// neither emitted nor applied. Always value == nil for a clean entry.
