@@ -69,6 +69,13 @@ type Staged struct {
 	// cached estimates the memory of entries in bytes; cacheLimit bounds
 	// it at Commit (0: no clean entries are kept).
 	cached, cacheLimit int
+	// complete says whether every key the engine holds has an entry (1),
+	// so that a key without one is absent from the engine and get need
+	// not ask it; -1: not known to be; 0: not yet found out (see
+	// isComplete). A window store that fits in the read cache stays
+	// complete, and then the Get of every new window, which misses, costs
+	// no engine seek.
+	complete int8
 	// pending holds indices of entries written since the last Flush (cache
 	// mode only).
 	pending []int
@@ -217,6 +224,18 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 		v := s.entries[i].value
 		return v, v != nil, nil
 	}
+	complete, err := s.isComplete()
+	if err != nil {
+		return nil, false, err
+	}
+	if complete {
+		// The engine lacks the key. An entry keeps knowing it, if the
+		// cache has room or a write follows.
+		if s.cached < s.cacheLimit || update {
+			s.add(bytes.Clone(key), nil, true)
+		}
+		return nil, false, nil
+	}
 	v, ok, err := s.engine.Get(key)
 	if err != nil || s.cached >= s.cacheLimit && !update {
 		// A full cache takes no more reads until the commit drops it:
@@ -226,6 +245,27 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 	// The engine's copy is ours: keep it rather than copy it again.
 	s.add(bytes.Clone(key), v, !ok)
 	return v, ok, nil
+}
+
+// isComplete says whether every key the engine holds has an entry. Not
+// known (after an Abort, a DropCache, or at the start, when a restore may
+// just have written the engine), it is found out: it is so when the
+// engine is empty. Every write goes through the stage, and Commit keeps
+// the entries of the keys it applies unless they outgrow the read cache,
+// so it stays so until an entry of a key the engine holds is dropped.
+func (s *Staged) isComplete() (bool, error) {
+	if s.complete == 0 {
+		s.complete = -1
+		err := s.engine.Range(nil, nil, func(_, _ []byte) error { return errStop })
+		switch {
+		case err == nil:
+			s.complete = 1
+		case !errors.Is(err, errStop):
+			s.complete = 0
+			return false, fmt.Errorf("store: %s: %w", s.name, err)
+		}
+	}
+	return s.complete == 1, nil
 }
 
 // add appends a clean entry; the stage owns key and value from now on.
@@ -662,7 +702,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 		return fmt.Errorf("store: commit %s: %w", s.name, err)
 	}
 	if s.cached > s.cacheLimit {
-		s.reset()
+		s.keepCommitted()
 		return nil
 	}
 	// The committed writes stay as the engine's values.
@@ -673,6 +713,50 @@ func (s *Staged) Commit(checkpoint int64) error {
 	s.dirty = s.dirty[:0]
 	s.Release()
 	return nil
+}
+
+// keepCommitted empties a stage over its read cache's bound after a
+// commit, as reset does, except that a complete stage keeps the entries of
+// the keys the engine holds, if they fit the bound: it stays complete. The
+// rest are keys the engine lacks, such as windows opened and closed since
+// the last commit.
+func (s *Staged) keepCommitted() {
+	if s.complete != 1 {
+		s.reset()
+		return
+	}
+	size := 0
+	for i := range s.entries {
+		if e := &s.entries[i]; e.value != nil {
+			size += len(e.key) + len(e.value) + entryOverhead
+		}
+	}
+	if size > s.cacheLimit {
+		s.reset()
+		s.complete = -1 // the engine holds keys without entries now
+		return
+	}
+	clear(s.index)
+	kept := 0
+	for i := range s.entries {
+		e := s.entries[i]
+		if e.value == nil {
+			continue
+		}
+		e.dirty, e.pending, e.absent, e.held = false, false, false, 0
+		s.entries[kept] = e
+		s.index[string(e.key)] = kept
+		kept++
+	}
+	clear(s.entries[kept:])
+	s.entries = s.entries[:kept]
+	s.pending = s.pending[:0]
+	s.dirty = s.dirty[:0]
+	clear(s.held)
+	s.held = s.held[:0]
+	s.cached = size
+	s.last = 0
+	s.Release()
 }
 
 // Abort discards the stage, flushed or not; the transaction that carried
@@ -741,6 +825,7 @@ func (s *Staged) Rollback() {
 }
 
 func (s *Staged) reset() {
+	s.complete = 0 // found out again when needed
 	clear(s.index)
 	clear(s.entries) // drop references for the collector; the capacity is reused
 	s.entries = s.entries[:0]

@@ -161,3 +161,87 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestStagedCompleteAnswersMisses: a stage that has an entry for every key
+// its engine holds (it started over an empty engine) answers a read of a
+// key it lacks without the engine, also after a commit over its read
+// cache's bound whose committed keys fit in it; once they do not, or after
+// an abort over a non-empty engine, it asks the engine again, and it reads
+// right whichever way it answers.
+func TestStagedCompleteAnswersMisses(t *testing.T) {
+	keys := testkeys.Bytes()
+	e := &countingEngine{Engine: NewMemory()}
+	// A bound the committed c keys fit in, and the t keys overflow.
+	bound := 1024
+	for _, k := range keys {
+		bound += 2 + len(k) + entryOverhead
+	}
+	s := NewStaged("complete", e, WithReadCache(bound))
+	reads := func(tag string, want bool) int {
+		t.Helper()
+		before := e.gets
+		for _, k := range keys {
+			v, ok, err := s.Get(append([]byte(tag), k...))
+			if err != nil || ok != want || ok && string(v) != "v" {
+				t.Fatalf("Get(%s%q) = %q, %v, %v; want found %v", tag, k, v, ok, err, want)
+			}
+		}
+		return e.gets - before
+	}
+	if n := reads("a", false); n != 0 {
+		t.Fatalf("misses over an empty engine: %d engine reads, want 0", n)
+	}
+	// Committed keys that fit, beside many more opened and closed.
+	for _, k := range keys {
+		must(t, s.Put(append([]byte("c"), k...), []byte("v")))
+		for j := range 8 {
+			tmp := append([]byte{'t', byte(j)}, k...)
+			if _, _, err := s.GetForUpdate(tmp); err != nil {
+				t.Fatal(err)
+			}
+			must(t, s.Put(tmp, make([]byte, 64)))
+			must(t, s.Delete(tmp))
+		}
+	}
+	s.Flush()
+	mustCommit(t, s, 0)
+	if n := reads("c", true) + reads("b", false); n != 0 {
+		t.Fatalf("after a commit over the bound whose kept keys fit: %d engine reads, want 0", n)
+	}
+	// An abort forgets the entries; the engine is not empty, so the
+	// stage asks it again.
+	must(t, s.Put([]byte("x"), []byte("v")))
+	s.Abort()
+	if n := reads("c", true); n != len(keys) {
+		t.Fatalf("after an abort: %d engine reads, want %d", n, len(keys))
+	}
+	// Committed keys that outgrow the bound, in a complete stage: it
+	// drops them and must ask the engine for them from now on.
+	e = &countingEngine{Engine: NewMemory()}
+	s = NewStaged("complete", e, WithReadCache(bound))
+	if n := reads("a", false); n != 0 {
+		t.Fatalf("misses over an empty engine: %d engine reads, want 0", n)
+	}
+	for _, k := range keys {
+		for _, tag := range []string{"d", "e", "f"} {
+			must(t, s.Put(append([]byte(tag), k...), []byte("v")))
+		}
+	}
+	s.Flush()
+	mustCommit(t, s, 1)
+	for _, tag := range []string{"d", "e", "f"} {
+		if n := reads(tag, true); n != len(keys) {
+			t.Fatalf("after a commit whose keys outgrow the bound: %d engine reads of %s keys, want %d", n, tag, len(keys))
+		}
+	}
+	// A stage over an engine written before its first read asks it.
+	e2 := &countingEngine{Engine: NewMemory()}
+	mustApply(t, e2, 0, "k", "v")
+	s2 := NewStaged("restored", e2)
+	if v, ok, err := s2.Get([]byte("k")); err != nil || !ok || string(v) != "v" {
+		t.Fatalf("restored key: %q, %v, %v", v, ok, err)
+	}
+	if e2.gets != 1 {
+		t.Fatalf("a restored engine: %d engine reads, want 1", e2.gets)
+	}
+}
