@@ -298,15 +298,16 @@ func (p *Window[K, V, A]) timer(prefix byte, key []byte, old, want, closes int64
 }
 
 // remove deletes window w of the key encoded as kb, with its index entries
-// and, unless keepElements, its elements.
-func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements bool) error {
+// (its expiry entry unless expired: the caller deleted it) and, unless
+// keepElements, its elements.
+func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements, expired bool) error {
 	st := p.s.st
 	key := layout.WindowKey(nil, kb, w.Bounds.Start)
 	err := st.Delete(key)
 	if p.elements != nil && !keepElements {
 		err = errors.Join(err, p.clearElements(key))
 	}
-	if !p.global {
+	if !p.global && !expired {
 		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowExpire, p.closeAt(w.Bounds), key)))
 	}
 	if w.EventTimer != window.NoTimer && w.EventTimer != p.closeAt(w.Bounds) {
@@ -357,12 +358,8 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 	if err != nil {
 		return err
 	}
-	if !ok || layout.ReadTime(ik[1:9]) != p.closeAt(w.Bounds) {
-		// An entry without its window, or from before the allowed
-		// lateness changed; remove deletes the window's own.
-		if err := p.s.st.Delete(ik); err != nil || !ok {
-			return err
-		}
+	if err := p.s.st.Delete(ik); err != nil || !ok {
+		return err
 	}
 	kb, _, err := layout.ParseWindowKey(key)
 	if err != nil {
@@ -381,7 +378,9 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 			return err
 		}
 	}
-	return p.remove(kb, w, false)
+	// remove need not delete the expiry entry again, unless the allowed
+	// lateness changed since the window was made.
+	return p.remove(kb, w, false, layout.ReadTime(ik[1:9]) == p.closeAt(w.Bounds))
 }
 
 // OnProcessingTime runs the processing-time timers the clock reached.

@@ -65,7 +65,7 @@ func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) 
 			}
 			w.Count += a.Count
 			w.SinceFire += a.SinceFire
-			if err := p.remove(kb, a, same); err != nil {
+			if err := p.remove(kb, a, same, false); err != nil {
 				return err
 			}
 			if err := p.retract(k, a); err != nil {
