@@ -67,6 +67,38 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			// 0xff byte, so prefixes and byte order are exercised.
 			return []string{"", "a", "a\x00", "ab", "b", "\xff", "c", "ca"}[b%8]
 		}
+		// mayElide says whether the stage may leave out a tombstone of k
+		// (see Staged): no committed state holds k and no value of it went
+		// to the changelog in the open transaction, among its records in
+		// emitted. The stage elides only where it knows this, so it may
+		// emit the tombstone anyway; the replay check at each commit
+		// catches an elision that loses a delete.
+		mayElide := func(k string, emitted []string) bool {
+			if _, ok := committed[k]; ok {
+				return false
+			}
+			for _, r := range emitted {
+				if rk, _, del := parseRec(r); rk == k && !del {
+					return false
+				}
+			}
+			return true
+		}
+		// sameButElided says whether got is want without some of its
+		// tombstones that mayElide allows.
+		sameButElided := func(got, want, emitted []string) bool {
+			j := 0
+			for _, w := range want {
+				if j < len(got) && got[j] == w {
+					j++
+					continue
+				}
+				if k, _, del := parseRec(w); !del || !mayElide(k, emitted) {
+					return false
+				}
+			}
+			return j == len(got)
+		}
 		// write puts v (nil: deletes) under k, held (PutHeld) or not.
 		write := func(k string, v *string, hold bool, ts int64) {
 			before := len(txn)
@@ -84,7 +116,13 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			case v == nil:
 				err = s.Delete([]byte(k))
 			default:
-				err = s.Put([]byte(k), []byte(*v))
+				if _, ok := committed[k]; !ok && ts%3 == 0 {
+					// As a window's index entry: the caller knows no
+					// committed state holds k.
+					err = s.PutNew([]byte(k), []byte(*v))
+				} else {
+					err = s.Put([]byte(k), []byte(*v))
+				}
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -95,7 +133,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 					flushOrder = append(flushOrder, k)
 				}
 				sinceFlush[k] = v
-			} else if got, want := txn[before:], []string{recString([]byte(k), ptrBytes(v))}; !slices.Equal(got, want) {
+			} else if got, want := txn[before:], []string{recString([]byte(k), ptrBytes(v))}; !sameButElided(got, want, txn[:before]) {
 				t.Fatalf("a write without cache emitted %q, want %q", got, want)
 			}
 		}
@@ -132,7 +170,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 					want = append(want, recString([]byte(k), ptrBytes(sinceFlush[k])))
 				}
 			}
-			if !slices.Equal(got, want) {
+			if !sameButElided(got, want, txn[:before]) {
 				t.Fatalf("Flush emitted %q, want %q", got, want)
 			}
 			clear(sinceFlush)

@@ -36,6 +36,13 @@ import (
 // its engine while the task runs; whoever writes the engine otherwise (a
 // restore) must do it before the first read or call DropCache.
 //
+// A key the stage knows the committed state lacks (a read of it missed the
+// engine, or the caller said so with PutNew) and that is deleted again
+// before the flush, a window opened and closed within one transaction,
+// reaches neither the changelog nor the engine: no committed state ever
+// held it, so its tombstone would only cost a record to produce, to
+// compact and to apply.
+//
 // A key may also have a table update held back for the flush (PutHeld,
 // TakeHeld): the runtime's folding of a table's updates, one per key, keeps
 // them in the stage, reached from the key's entry, so holding costs no
@@ -62,6 +69,13 @@ type Staged struct {
 	// cached estimates the memory of entries in bytes; cacheLimit bounds
 	// it at Commit (0: no clean entries are kept).
 	cached, cacheLimit int
+	// complete says whether every key the engine holds has an entry (1),
+	// so that a key without one is absent from the engine and get need
+	// not ask it; -1: not known to be; 0: not yet found out (see
+	// isComplete). A window store that fits in the read cache stays
+	// complete, and then the Get of every new window, which misses, costs
+	// no engine seek.
+	complete int8
 	// pending holds indices of entries written since the last Flush (cache
 	// mode only).
 	pending []int
@@ -70,6 +84,7 @@ type Staged struct {
 	// entries rather than in them, so that stores without them pay nothing.
 	held     []heldUpdate
 	writes   []Write    // Commit's scratch, kept to avoid a slice per commit
+	applied  []int      // Commit's scratch: the dirty entries it applies
 	taken    []Held     // TakeHeld's scratch
 	byPrefix []prefixed // sortIndices' scratch
 
@@ -110,9 +125,13 @@ type stagedEntry struct {
 	// value is nil for a delete (dirty) or a key the engine lacks (clean).
 	// Replaced on write, never mutated in place.
 	value   []byte
-	pending bool  // in Staged.pending
-	dirty   bool  // in Staged.dirty
-	held    int32 // 1 + its index in Staged.held; 0: none
+	pending bool // in Staged.pending
+	dirty   bool // in Staged.dirty
+	// absent: the engine lacks the key and no value of it was emitted to
+	// the changelog since the last Commit, so a delete of it need be
+	// neither emitted nor applied. Always value == nil for a clean entry.
+	absent bool
+	held   int32 // 1 + its index in Staged.held; 0: none
 }
 
 // entryOverhead estimates the memory of an entry beyond its key and value:
@@ -205,6 +224,18 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 		v := s.entries[i].value
 		return v, v != nil, nil
 	}
+	complete, err := s.isComplete()
+	if err != nil {
+		return nil, false, err
+	}
+	if complete {
+		// The engine lacks the key. An entry keeps knowing it, if the
+		// cache has room or a write follows.
+		if s.cached < s.cacheLimit || update {
+			s.add(bytes.Clone(key), nil, true)
+		}
+		return nil, false, nil
+	}
 	v, ok, err := s.engine.Get(key)
 	if err != nil || s.cached >= s.cacheLimit && !update {
 		// A full cache takes no more reads until the commit drops it:
@@ -212,14 +243,36 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 		return v, ok, err
 	}
 	// The engine's copy is ours: keep it rather than copy it again.
-	s.add(bytes.Clone(key), v)
+	s.add(bytes.Clone(key), v, !ok)
 	return v, ok, nil
 }
 
+// isComplete says whether every key the engine holds has an entry. Not
+// known (after an Abort, a DropCache, or at the start, when a restore may
+// just have written the engine), it is found out: it is so when the
+// engine is empty. Every write goes through the stage, and Commit keeps
+// the entries of the keys it applies unless they outgrow the read cache,
+// so it stays so until an entry of a key the engine holds is dropped.
+func (s *Staged) isComplete() (bool, error) {
+	if s.complete == 0 {
+		s.complete = -1
+		err := s.engine.Range(nil, nil, func(_, _ []byte) error { return errStop })
+		switch {
+		case err == nil:
+			s.complete = 1
+		case !errors.Is(err, errStop):
+			s.complete = 0
+			return false, fmt.Errorf("store: %s: %w", s.name, err)
+		}
+	}
+	return s.complete == 1, nil
+}
+
 // add appends a clean entry; the stage owns key and value from now on.
-func (s *Staged) add(key, value []byte) int {
+// absent says the engine lacks the key (see stagedEntry).
+func (s *Staged) add(key, value []byte, absent bool) int {
 	i := len(s.entries)
-	s.entries = append(s.entries, stagedEntry{key: key, value: value})
+	s.entries = append(s.entries, stagedEntry{key: key, value: value, absent: absent})
 	s.index[string(key)] = i
 	s.cached += len(key) + len(value) + entryOverhead
 	s.last = i
@@ -247,20 +300,39 @@ func (s *Staged) Put(key, value []byte) error {
 		return s.Delete(key)
 	}
 	s.stats.Puts++
-	s.stage(key, value)
+	s.stage(key, value, false)
+	return nil
+}
+
+// PutNew is Put for a key the caller knows the committed state lacks,
+// because it reads that from another key kept with it in every committed
+// state: a window's index entries are written and deleted with the
+// window, so a window that GetForUpdate did not find in the engine has
+// none. If the key is deleted again before the flush, neither the
+// changelog nor the engine hears of it (see Staged). A key the stage
+// already has an entry for keeps what the entry knows. Were the caller
+// wrong, the engine would keep the committed value that the delete meant
+// to remove, and so would the changelog: the two still agree.
+func (s *Staged) PutNew(key, value []byte) error {
+	if value == nil {
+		return s.Delete(key)
+	}
+	s.stats.Puts++
+	s.stage(key, value, true)
 	return nil
 }
 
 // Delete stages a delete of key.
 func (s *Staged) Delete(key []byte) error {
 	s.stats.Deletes++
-	s.stage(key, nil)
+	s.stage(key, nil, false)
 	return nil
 }
 
 // stage writes value (nil: a delete) to key's entry, adding one if the key
-// has none, and returns the entry's index.
-func (s *Staged) stage(key, value []byte) int {
+// has none (absent: one the committed state lacks, see PutNew), and
+// returns the entry's index.
+func (s *Staged) stage(key, value []byte, absent bool) int {
 	i, ok := s.lookup(key)
 	if ok && s.marked && i < s.markEntries {
 		s.undo = append(s.undo, undoStep{i: i, was: s.entries[i]})
@@ -275,7 +347,7 @@ func (s *Staged) stage(key, value []byte) int {
 			copy(buf[len(key):], value)
 			v = buf[len(key):]
 		}
-		i = s.add(buf[:len(key):len(key)], v)
+		i = s.add(buf[:len(key):len(key)], v, absent)
 	} else {
 		e := &s.entries[i]
 		s.cached -= len(e.value)
@@ -326,7 +398,7 @@ func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 	} else {
 		s.stats.Puts++
 	}
-	s.stage(key, value) // finds entry i first: no second map lookup
+	s.stage(key, value, false) // finds entry i first: no second map lookup
 	e := &s.entries[i]
 	if e.held == 0 {
 		s.held = append(s.held, heldUpdate{i: i, prev: prev})
@@ -377,7 +449,13 @@ func (s *Staged) TakeHeld(fn func(Held) error) error {
 // Holding returns the number of keys with a held update.
 func (s *Staged) Holding() int { return len(s.held) }
 
+// emit hands the changelog e's value, unless it is the delete of a key no
+// committed state held nor the changelog has a value of (absent).
 func (s *Staged) emit(e *stagedEntry) {
+	if e.value == nil && e.absent {
+		return
+	}
+	e.absent = false
 	if s.changelog == nil {
 		return
 	}
@@ -471,11 +549,17 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 var errStop = errors.New("store: stop")
 
 // sortedIn returns the indices of dirty entries with keys in [start, end),
-// in key order.
+// in key order, leaving out the deletes of keys the engine lacks (absent):
+// they hide nothing, and a window index's range holds every window closed
+// since the last commit.
 func (s *Staged) sortedIn(start, end []byte) []int {
 	var idx []int
 	for _, i := range s.dirty {
-		k := s.entries[i].key
+		e := &s.entries[i]
+		if e.value == nil && e.absent {
+			continue
+		}
+		k := e.key
 		if start != nil && bytes.Compare(k, start) < 0 {
 			continue
 		}
@@ -492,16 +576,38 @@ func (s *Staged) sortedIn(start, end []byte) []int {
 // by the keys' first eight bytes first, held beside the indices, and
 // compares whole keys only where those are equal: a sort that compared
 // keys alone would read two keys from all over the heap per comparison.
+//
+// The eight bytes are taken past the bytes all the keys share: the keys of
+// a range often share many (a window index's entries due at one time share
+// their prefix byte and the time), and prefixes that are all equal would
+// leave every comparison to the keys.
 func (s *Staged) sortIndices(idx []int) {
+	if len(idx) < 2 {
+		return
+	}
+	first := s.entries[idx[0]].key
+	shared := len(first)
+	for _, i := range idx[1:] {
+		k := s.entries[i].key
+		n := min(shared, len(k))
+		j := 0
+		for j < n && k[j] == first[j] {
+			j++
+		}
+		shared = j
+		if shared == 0 {
+			break
+		}
+	}
 	byPrefix := s.byPrefix[:0]
 	for _, i := range idx {
-		byPrefix = append(byPrefix, prefixed{prefix: keyPrefix(s.entries[i].key), i: i})
+		byPrefix = append(byPrefix, prefixed{prefix: keyPrefix(s.entries[i].key[shared:]), i: i})
 	}
 	slices.SortFunc(byPrefix, func(a, b prefixed) int {
 		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
 			return c
 		}
-		return bytes.Compare(s.entries[a.i].key, s.entries[b.i].key)
+		return bytes.Compare(s.entries[a.i].key[shared:], s.entries[b.i].key[shared:])
 	})
 	for j, p := range byPrefix {
 		idx[j] = p.i
@@ -567,32 +673,90 @@ func (s *Staged) Commit(checkpoint int64) error {
 	if len(s.dirty) == 0 && checkpoint == NoCheckpoint {
 		return nil
 	}
+	// The deletes of keys the engine lacks (absent) are left out: the
+	// changelog did not get them either (emit).
+	//
 	// In key order: Pebble inserts a batch into its memtable's skiplist
 	// one key after another, and finds where a key goes from where the
 	// one before it went when they are close.
-	s.sortIndices(s.dirty)
-	ws := s.writes[:0]
+	applied := s.applied[:0]
 	for _, i := range s.dirty {
+		if e := &s.entries[i]; e.value != nil || !e.absent {
+			applied = append(applied, i)
+		}
+	}
+	s.sortIndices(applied)
+	ws := s.writes[:0]
+	for _, i := range applied {
 		e := &s.entries[i]
 		ws = append(ws, Write{Key: e.key, Value: e.value})
 	}
-	err := s.engine.Apply(ws, checkpoint)
+	s.applied = applied[:0]
+	var err error
+	if len(ws) > 0 || checkpoint != NoCheckpoint {
+		err = s.engine.Apply(ws, checkpoint)
+	}
 	clear(ws)
 	s.writes = ws[:0]
 	if err != nil {
 		return fmt.Errorf("store: commit %s: %w", s.name, err)
 	}
 	if s.cached > s.cacheLimit {
-		s.reset()
+		s.keepCommitted()
 		return nil
 	}
 	// The committed writes stay as the engine's values.
 	for _, i := range s.dirty {
-		s.entries[i].dirty = false
+		e := &s.entries[i]
+		e.dirty, e.absent = false, e.value == nil
 	}
 	s.dirty = s.dirty[:0]
 	s.Release()
 	return nil
+}
+
+// keepCommitted empties a stage over its read cache's bound after a
+// commit, as reset does, except that a complete stage keeps the entries of
+// the keys the engine holds, if they fit the bound: it stays complete. The
+// rest are keys the engine lacks, such as windows opened and closed since
+// the last commit.
+func (s *Staged) keepCommitted() {
+	if s.complete != 1 {
+		s.reset()
+		return
+	}
+	size := 0
+	for i := range s.entries {
+		if e := &s.entries[i]; e.value != nil {
+			size += len(e.key) + len(e.value) + entryOverhead
+		}
+	}
+	if size > s.cacheLimit {
+		s.reset()
+		s.complete = -1 // the engine holds keys without entries now
+		return
+	}
+	clear(s.index)
+	kept := 0
+	for i := range s.entries {
+		e := s.entries[i]
+		if e.value == nil {
+			continue
+		}
+		e.dirty, e.pending, e.absent, e.held = false, false, false, 0
+		s.entries[kept] = e
+		s.index[string(e.key)] = kept
+		kept++
+	}
+	clear(s.entries[kept:])
+	s.entries = s.entries[:kept]
+	s.pending = s.pending[:0]
+	s.dirty = s.dirty[:0]
+	clear(s.held)
+	s.held = s.held[:0]
+	s.cached = size
+	s.last = 0
+	s.Release()
 }
 
 // Abort discards the stage, flushed or not; the transaction that carried
@@ -661,6 +825,7 @@ func (s *Staged) Rollback() {
 }
 
 func (s *Staged) reset() {
+	s.complete = 0 // found out again when needed
 	clear(s.index)
 	clear(s.entries) // drop references for the collector; the capacity is reused
 	s.entries = s.entries[:0]

@@ -49,8 +49,12 @@ func WindowKeyPrefix(kb []byte) []byte {
 // WindowProc, WindowExpire) that makes the window with data key data due
 // at at.
 func IndexKey(prefix byte, at int64, data []byte) []byte {
-	b := AppendTime(append(make([]byte, 0, 9+len(data)), prefix), at)
-	return append(b, data[1:]...)
+	return AppendIndexKey(make([]byte, 0, 9+len(data)), prefix, at, data)
+}
+
+// AppendIndexKey appends IndexKey(prefix, at, data) to dst.
+func AppendIndexKey(dst []byte, prefix byte, at int64, data []byte) []byte {
+	return append(AppendTime(append(dst, prefix), at), data[1:]...)
 }
 
 // ParseWindowKey splits a window key into the key's encoding and the window

@@ -74,6 +74,9 @@ type Window[K, V, A any] struct {
 	// costs one scan.
 	nextEvent, nextProc int64
 	scratch             []window.Bounds
+	// key and ik are Process's scratch for a window's key and its index
+	// entry's (the stage copies what it keeps).
+	key, ik []byte
 }
 
 // NewWindow returns the runtime of c, for one task.
@@ -145,8 +148,13 @@ func (p *Window[K, V, A]) Process(r exec.Record) error {
 			continue // this window closed
 		}
 		onTime = true
-		key := layout.WindowKey(nil, kb, b.Start)
-		w, ok, err := p.s.Get(key)
+		p.key = layout.WindowKey(p.key[:0], kb, b.Start)
+		key := p.key
+		// For update: the window is written next, and a new window's
+		// entry remembers that the engine lacks it, so that a window
+		// opened and closed within one transaction reaches neither the
+		// changelog nor the engine (store.Staged).
+		w, ok, err := p.s.GetForUpdate(key)
 		if err != nil {
 			return err
 		}
@@ -156,7 +164,7 @@ func (p *Window[K, V, A]) Process(r exec.Record) error {
 		if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
 			return err
 		}
-		if err := p.element(k, kb, w, !ok, r.Timestamp, wm); err != nil {
+		if err := p.element(k, key, w, !ok, !ok, r.Timestamp, wm); err != nil {
 			return err
 		}
 	}
@@ -191,12 +199,21 @@ func (p *Window[K, V, A]) tctx(w WindowState[A], wm int64) window.TriggerContext
 	}
 }
 
-// element asks the trigger about a record window w just took.
-func (p *Window[K, V, A]) element(k K, kb []byte, w WindowState[A], isNew bool, ts, wm int64) error {
-	key := layout.WindowKey(nil, kb, w.Bounds.Start)
+// element asks the trigger about a record window w (stored under key)
+// just took. A new window (isNew) gets its expiry entry; fresh says the
+// caller read the window with GetForUpdate and did not find it, so the
+// committed state holds neither the window nor, written and deleted with
+// it, its expiry entry: PutNew lets that entry's delete at the close stay
+// out of the changelog, as the window's own does.
+func (p *Window[K, V, A]) element(k K, key []byte, w WindowState[A], isNew, fresh bool, ts, wm int64) error {
 	if isNew && !p.global {
 		p.nextEvent = min(p.nextEvent, p.closeAt(w.Bounds))
-		if err := p.s.st.Put(layout.IndexKey(layout.WindowExpire, p.closeAt(w.Bounds), key), layout.IndexValue); err != nil {
+		p.ik = layout.AppendIndexKey(p.ik[:0], layout.WindowExpire, p.closeAt(w.Bounds), key)
+		put := p.s.st.Put
+		if fresh {
+			put = p.s.st.PutNew
+		}
+		if err := put(p.ik, layout.IndexValue); err != nil {
 			return err
 		}
 	}
@@ -205,12 +222,23 @@ func (p *Window[K, V, A]) element(k K, kb []byte, w WindowState[A], isNew bool, 
 
 // apply carries out a trigger's decision for window w and stores it.
 func (p *Window[K, V, A]) apply(k K, key []byte, w WindowState[A], res window.TriggerResult) error {
-	var err error
-	if w.EventTimer, err = p.timer(layout.WindowFire, key, w.EventTimer, res.EventTimer, p.closeAt(w.Bounds), &p.nextEvent); err != nil {
+	w, err := p.decide(k, key, w, res)
+	if err != nil {
 		return err
 	}
+	return p.s.Put(key, w)
+}
+
+// decide carries out a trigger's decision for window w, stored under key:
+// its timers, its firing and its purge, and returns the window's state
+// after it, which apply stores and expire, removing the window, does not.
+func (p *Window[K, V, A]) decide(k K, key []byte, w WindowState[A], res window.TriggerResult) (WindowState[A], error) {
+	var err error
+	if w.EventTimer, err = p.timer(layout.WindowFire, key, w.EventTimer, res.EventTimer, p.closeAt(w.Bounds), &p.nextEvent); err != nil {
+		return w, err
+	}
 	if w.ProcTimer, err = p.timer(layout.WindowProc, key, w.ProcTimer, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
-		return err
+		return w, err
 	}
 	if res.Fire {
 		w.SinceFire = 0
@@ -222,7 +250,7 @@ func (p *Window[K, V, A]) apply(k K, key []byte, w WindowState[A], res window.Tr
 			err = p.s.Forward(k, w)
 		}
 		if err != nil {
-			return err
+			return w, err
 		}
 		// What went out is now the aggregate: kept as a stored fact, so
 		// a later retraction depends on it and not on a watermark.
@@ -231,15 +259,15 @@ func (p *Window[K, V, A]) apply(k K, key []byte, w WindowState[A], res window.Tr
 	if res.Purge {
 		if p.elements != nil {
 			if err := p.clearElements(key); err != nil {
-				return err
+				return w, err
 			}
 		} else if err := p.s.keepShown(&w); err != nil {
-			return err
+			return w, err
 		}
 		var zero A
 		w.Agg, w.HasAgg, w.Count, w.SinceFire, w.enc = zero, false, 0, 0, nil
 	}
-	return p.s.Put(key, w)
+	return w, nil
 }
 
 // noClose is the close time of processing-time timers: none.
@@ -270,15 +298,16 @@ func (p *Window[K, V, A]) timer(prefix byte, key []byte, old, want, closes int64
 }
 
 // remove deletes window w of the key encoded as kb, with its index entries
-// and, unless keepElements, its elements.
-func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements bool) error {
+// (its expiry entry unless expired: the caller deleted it) and, unless
+// keepElements, its elements.
+func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements, expired bool) error {
 	st := p.s.st
 	key := layout.WindowKey(nil, kb, w.Bounds.Start)
 	err := st.Delete(key)
 	if p.elements != nil && !keepElements {
 		err = errors.Join(err, p.clearElements(key))
 	}
-	if !p.global {
+	if !p.global && !expired {
 		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowExpire, p.closeAt(w.Bounds), key)))
 	}
 	if w.EventTimer != window.NoTimer && w.EventTimer != p.closeAt(w.Bounds) {
@@ -344,14 +373,14 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 		w.EventTimer = window.NoTimer
 		res := p.trigger.OnEventTime(p.tctx(w, wm))
 		res.EventTimer, res.ProcessingTimer = window.NoTimer, window.ClearTimer
-		if err := p.apply(k, key, w, res); err != nil {
-			return err
-		}
-		if w, _, err = p.s.Get(key); err != nil {
+		// Not stored: remove deletes the window right after.
+		if w, err = p.decide(k, key, w, res); err != nil {
 			return err
 		}
 	}
-	return p.remove(kb, w, false)
+	// remove need not delete the expiry entry again, unless the allowed
+	// lateness changed since the window was made.
+	return p.remove(kb, w, false, layout.ReadTime(ik[1:9]) == p.closeAt(w.Bounds))
 }
 
 // OnProcessingTime runs the processing-time timers the clock reached.

@@ -65,7 +65,7 @@ func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) 
 			}
 			w.Count += a.Count
 			w.SinceFire += a.SinceFire
-			if err := p.remove(kb, a, same); err != nil {
+			if err := p.remove(kb, a, same, false); err != nil {
 				return err
 			}
 			if err := p.retract(k, a); err != nil {
@@ -76,7 +76,7 @@ func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) 
 	if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
 		return err
 	}
-	return p.element(k, kb, w, !isOld, r.Timestamp, wm)
+	return p.element(k, key, w, !isOld, false, r.Timestamp, wm)
 }
 
 // retract tells downstream that session a, merged into another, is gone,

@@ -139,7 +139,21 @@ func (s *WindowStates[K, A]) Put(key []byte, w WindowState[A]) error {
 
 // Get reads the window stored under its data key.
 func (s *WindowStates[K, A]) Get(key []byte) (WindowState[A], bool, error) {
-	val, ok, err := s.st.Get(key)
+	return s.get(key, false)
+}
+
+// GetForUpdate is Get for a window the caller stores next
+// (store.Staged.GetForUpdate).
+func (s *WindowStates[K, A]) GetForUpdate(key []byte) (WindowState[A], bool, error) {
+	return s.get(key, true)
+}
+
+func (s *WindowStates[K, A]) get(key []byte, update bool) (WindowState[A], bool, error) {
+	read := s.st.Get
+	if update {
+		read = s.st.GetForUpdate
+	}
+	val, ok, err := read(key)
 	if err != nil || !ok {
 		return WindowState[A]{}, false, err
 	}

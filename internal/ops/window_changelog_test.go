@@ -1,0 +1,169 @@
+package ops
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/store"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// windowLogRun runs tumbling windows (fired at the close, as EmitFinal
+// does) over keys of every length, with a commit every `every` records
+// (0: one transaction for all), the transaction holding record abortAt
+// aborted once and replayed, and checks after every commit that the
+// changelog replayed and compacted is what the engine holds. It returns
+// the results, the changelog and the engine's final content.
+func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]string, e store.Engine) error) (out []string, records int, final map[string]string) {
+	t.Helper()
+	keys := windowTestKeys()
+	e := store.NewMemory()
+	p, ctx := windowTestNew(t, WindowConfig[string, int64, int64]{
+		Windows: window.Tumbling(50 * time.Millisecond), Trigger: window.OnWatermark(),
+	}, e)
+	type rec struct {
+		k string
+		v []byte
+	}
+	var txn []rec
+	log := map[string]string{}
+	ctx.st.SetChangelog(func(k, v []byte) { txn = append(txn, rec{string(k), v}) })
+	commit := func() {
+		ctx.st.Flush()
+		for _, r := range txn {
+			records++
+			if r.v == nil {
+				delete(log, r.k)
+			} else {
+				log[r.k] = string(r.v)
+			}
+		}
+		txn = nil
+		if err := ctx.st.Commit(store.NoCheckpoint); err != nil {
+			t.Fatal(err)
+		}
+		if err := check(log, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 2000
+	step := func(i int) {
+		ts := int64(i) / 4 // 200 records per window over 141 keys
+		if err := ctx.process(p, keys[i*7%len(keys)], 1, ts); err != nil {
+			t.Fatal(err)
+		}
+		if wm := ts - 5; wm > ctx.wm {
+			ctx.wm = wm
+			if err := p.OnWatermark(wm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start, committedOut, committedWM, aborted := 0, 0, ctx.wm, false
+	for i := 0; i < n; i++ {
+		step(i)
+		end := i == n-1 || every > 0 && (i+1)%every == 0
+		if !end {
+			continue
+		}
+		if !aborted && abortAt >= start && abortAt <= i {
+			// The transaction aborts: its stage, its records and its
+			// results go, and its input comes again.
+			aborted = true
+			ctx.st.Abort()
+			p.OnAbort()
+			txn = nil
+			ctx.out, ctx.wm = ctx.out[:committedOut], committedWM
+			i = start - 1
+			continue
+		}
+		commit()
+		start, committedOut, committedWM = i+1, len(ctx.out), ctx.wm
+	}
+	final = map[string]string{}
+	if err := e.Range(nil, nil, func(k, v []byte) error {
+		final[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx.out, records, final
+}
+
+// replayIsEngine is the check: the compacted changelog is the engine.
+func replayIsEngine(log map[string]string, e store.Engine) error {
+	held := map[string]string{}
+	if err := e.Range(nil, nil, func(k, v []byte) error {
+		held[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if !maps.Equal(log, held) {
+		return fmt.Errorf("replayed changelog: %d keys; engine: %d", len(log), len(held))
+	}
+	return nil
+}
+
+// TestWindowChangelogHoldsOnlyCommittedWindows: whatever the commit
+// cadence, and with a transaction aborted and replayed, the windows give
+// the same results, the engine ends the same, and the changelog replays to
+// the engine after every commit; a window opened and closed within one
+// transaction costs no changelog record, so one transaction for the whole
+// input writes only the windows still open at its end.
+func TestWindowChangelogHoldsOnlyCommittedWindows(t *testing.T) {
+	ref, refRecords, refFinal := windowLogRun(t, 1, -1, replayIsEngine)
+	if len(ref) == 0 {
+		t.Fatal("no window fired")
+	}
+	for _, c := range []struct{ every, abortAt int }{{7, -1}, {64, 300}, {500, 1200}, {0, -1}, {0, 1999}} {
+		t.Run(fmt.Sprintf("every=%d,abort=%d", c.every, c.abortAt), func(t *testing.T) {
+			out, records, final := windowLogRun(t, c.every, c.abortAt, replayIsEngine)
+			if !slices.Equal(out, ref) {
+				t.Fatalf("%d results, want the %d of one commit per record", len(out), len(ref))
+			}
+			if !maps.Equal(final, refFinal) {
+				t.Fatalf("engine ends with %d keys, want %d", len(final), len(refFinal))
+			}
+			if c.every == 0 {
+				// Only the open windows, each with its expiry entry.
+				open := 0
+				for k := range final {
+					if k[0] == layout.WindowData {
+						open++
+					}
+				}
+				if records != 2*open || open == 0 {
+					t.Fatalf("one transaction wrote %d changelog records for %d open windows", records, open)
+				}
+			} else if records > refRecords {
+				t.Fatalf("%d changelog records, more than the %d of a commit per record", records, refRecords)
+			}
+		})
+	}
+}
+
+// TestWindowChangelogCheckCatchesALostTombstone is the negative control of
+// replayIsEngine: a changelog that lost the tombstone of a committed
+// window replays to a window the engine no longer holds.
+func TestWindowChangelogCheckCatchesALostTombstone(t *testing.T) {
+	e := store.NewMemory()
+	key := layout.WindowKey(nil, []byte("k"), 0)
+	if err := e.Apply([]store.Write{{Key: key, Value: []byte("w")}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	log := map[string]string{string(key): "w"}
+	if err := replayIsEngine(log, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Apply([]store.Write{{Key: key}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := replayIsEngine(log, e); err == nil {
+		t.Fatal("a changelog holding a window the engine lacks passed the check")
+	}
+}
