@@ -1,9 +1,10 @@
 package examples
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -69,7 +70,9 @@ type Totals struct {
 var ErrInvalidBill = errors.New("billing: invalid bill")
 
 // BillSerde decodes bills strictly: every field must be present, strings
-// non-empty.
+// non-empty. It is encoding/json's API on github.com/go-json-experiment/json
+// (the package serde.JSON runs on, see there): the same bytes and the same
+// accepted inputs, at a fraction of the cost.
 var BillSerde = serde.Funcs(
 	func(b Bill) ([]byte, error) { return json.Marshal(b) },
 	func(data []byte) (Bill, error) {
