@@ -1,9 +1,10 @@
 package examples
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	json "github.com/go-json-experiment/json/v1"
 
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
@@ -69,38 +70,52 @@ type Totals struct {
 var ErrInvalidBill = errors.New("billing: invalid bill")
 
 // BillSerde decodes bills strictly: every field must be present, strings
-// non-empty.
+// non-empty. Its JSON is encoding/json's, written out by hand for the
+// common shape (billing_codec.go) and on github.com/go-json-experiment/json's
+// encoding/json API for the rest: the same bytes and the same accepted
+// inputs, at a fraction of the cost.
 var BillSerde = serde.Funcs(
-	func(b Bill) ([]byte, error) { return json.Marshal(b) },
+	func(b Bill) ([]byte, error) { return billFast.Encode(b) },
 	func(data []byte) (Bill, error) {
-		var raw struct {
-			BillID      *string `json:"bill_id"`
-			Account     *string `json:"account"`
-			AmountCents *int64  `json:"amount_cents"`
-			TS          *int64  `json:"ts"`
+		// The common shape, every field there and no string empty;
+		// the strict decoding decides everything else.
+		if b, seen, ok := billFast.decodeFast(data); ok && seen == 1<<len(billFields)-1 && b.BillID != "" && b.Account != "" {
+			return b, nil
 		}
-		if err := json.Unmarshal(data, &raw); err != nil {
-			return Bill{}, fmt.Errorf("%w: %w: %v", serde.ErrDecode, ErrInvalidBill, err)
-		}
-		var missing []string
-		if raw.BillID == nil || *raw.BillID == "" {
-			missing = append(missing, "bill_id")
-		}
-		if raw.Account == nil || *raw.Account == "" {
-			missing = append(missing, "account")
-		}
-		if raw.AmountCents == nil {
-			missing = append(missing, "amount_cents")
-		}
-		if raw.TS == nil {
-			missing = append(missing, "ts")
-		}
-		if len(missing) > 0 {
-			return Bill{}, fmt.Errorf("%w: %w: missing %v", serde.ErrDecode, ErrInvalidBill, missing)
-		}
-		return Bill{BillID: *raw.BillID, Account: *raw.Account, AmountCents: *raw.AmountCents, TS: *raw.TS}, nil
+		return decodeBillStrict(data)
 	},
 )
+
+// decodeBillStrict decodes a bill on encoding/json's rules, every field
+// required and strings non-empty.
+func decodeBillStrict(data []byte) (Bill, error) {
+	var raw struct {
+		BillID      *string `json:"bill_id"`
+		Account     *string `json:"account"`
+		AmountCents *int64  `json:"amount_cents"`
+		TS          *int64  `json:"ts"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return Bill{}, fmt.Errorf("%w: %w: %v", serde.ErrDecode, ErrInvalidBill, err)
+	}
+	var missing []string
+	if raw.BillID == nil || *raw.BillID == "" {
+		missing = append(missing, "bill_id")
+	}
+	if raw.Account == nil || *raw.Account == "" {
+		missing = append(missing, "account")
+	}
+	if raw.AmountCents == nil {
+		missing = append(missing, "amount_cents")
+	}
+	if raw.TS == nil {
+		missing = append(missing, "ts")
+	}
+	if len(missing) > 0 {
+		return Bill{}, fmt.Errorf("%w: %w: missing %v", serde.ErrDecode, ErrInvalidBill, missing)
+	}
+	return Bill{BillID: *raw.BillID, Account: *raw.Account, AmountCents: *raw.AmountCents, TS: *raw.TS}, nil
+}
 
 // Billing builds the billing job: bills are stamped with their input
 // coordinates, re-keyed by account where their key is not the account
@@ -120,19 +135,19 @@ func billing(input, accepted, totals, dlq string, more func(fresh topology.Strea
 	stamped := topology.Process(bills, "stamp", func() topology.Processor[[]byte, Bill, string, AcceptedBill] { return &stamp{} })
 	keyedByAccount, other := topology.Split(stamped, func(k string, b AcceptedBill) bool { return k == b.Account })
 	rekeyed := topology.SelectKey(other, func(_ string, b AcceptedBill) string { return b.Account })
-	byAccount := topology.Merge(keyedByAccount[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, serde.JSON[AcceptedBill]()))
+	byAccount := topology.Merge(keyedByAccount[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, AcceptedBillJSON))
 
 	seen := topology.Materialized("seen-bills", serde.String, serde.Int64)
 	fresh := topology.Process(byAccount, "dedupe", func() topology.Processor[string, AcceptedBill, string, AcceptedBill] {
 		return &dedupe{seen: seen}
 	}, seen)
-	topology.To(fresh, accepted, serde.String, serde.JSON[AcceptedBill]())
+	topology.To(fresh, accepted, serde.String, AcceptedBillJSON)
 
-	sums := topology.Materialized("account-totals", serde.String, serde.JSON[Totals](), topology.WithoutCache())
+	sums := topology.Materialized("account-totals", serde.String, TotalsJSON, topology.WithoutCache())
 	running := topology.Process(fresh, "totals", func() topology.Processor[string, AcceptedBill, string, Totals] {
 		return &total{sums: sums}
 	}, sums)
-	topology.To(running, totals, serde.String, serde.JSON[Totals]())
+	topology.To(running, totals, serde.String, TotalsJSON)
 	if more != nil {
 		more(fresh, running)
 	}

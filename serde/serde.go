@@ -2,7 +2,6 @@ package serde
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -132,27 +131,6 @@ func (int64Text) Decode(b []byte) (int64, error) {
 		return 0, fmt.Errorf("%w: int64 text: %v", ErrDecode, err)
 	}
 	return n, nil
-}
-
-// JSON encodes T with encoding/json.
-func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
-
-type jsonSerde[T any] struct{}
-
-func (jsonSerde[T]) Encode(v T) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("%w: json: %v", ErrEncode, err)
-	}
-	return b, nil
-}
-
-func (jsonSerde[T]) Decode(b []byte) (T, error) {
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("%w: json: %v", ErrDecode, err)
-	}
-	return v, nil
 }
 
 // Identified is implemented by a serde that names its encoding. The name

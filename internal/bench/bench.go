@@ -103,7 +103,7 @@ type Result struct {
 }
 
 // Scenarios lists the scenario names in run order.
-var Scenarios = []string{"pipe", "stateless", "count", "windowed", "wordcount", "billing", "restore"}
+var Scenarios = []string{"pipe", "stateless", "count", "windowed", "wordcount", "billing", "restore", "stream-join", "table-join"}
 
 type scenario struct {
 	name string
@@ -116,8 +116,10 @@ type scenario struct {
 	// many records it processed in committed transactions.
 	// onExit is called if the job stops by itself (with its error).
 	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (stop func() error, committed func() int64, err error)
-	// prepare, if set, runs before the timed run (in dir).
-	prepare func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
+	// prepare, if set, runs before the timed run (in dir), after the
+	// input is preloaded, or before it with prepareFirst.
+	prepare      func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
+	prepareFirst bool
 	// verify, if set, checks the output after the timed run has stopped,
 	// given the preloaded input (with the partitions and offsets it got);
 	// what it returns is added to the note.
@@ -313,17 +315,31 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	defer b.Close()
 	addrs := b.Addrs()
 	recs, target := sc.input(cfg.Records, rand.New(rand.NewPCG(1, 2)))
-	if err := preload(ctx, addrs, recs); err != nil {
-		return Result{}, err
-	}
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
-	if sc.prepare != nil {
+	prepare := func() error {
+		if sc.prepare == nil {
+			return nil
+		}
 		if err := sc.prepare(ctx, addrs, g, cfg.CommitInterval, dir, target); err != nil {
-			return Result{}, fmt.Errorf("prepare: %w", err)
+			return fmt.Errorf("prepare: %w", err)
+		}
+		return nil
+	}
+	if sc.prepareFirst {
+		if err := prepare(); err != nil {
+			return Result{}, err
+		}
+	}
+	if err := preload(ctx, addrs, recs); err != nil {
+		return Result{}, err
+	}
+	if !sc.prepareFirst {
+		if err := prepare(); err != nil {
+			return Result{}, err
 		}
 	}
 	profile, stopProfile, err := startTimedProfile(cfg.TimedCPUProfile, sc.name, g)
@@ -402,7 +418,7 @@ func freshBroker(ctx context.Context, cfg Config) (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range []string{"in", "out", "out2", "dlq"} {
+	for _, t := range []string{"in", "in2", "table", "out", "out2", "dlq"} {
 		if err := broker.CreateTopic(ctx, b.Addrs(), t, cfg.Partitions, nil); err != nil {
 			b.Close()
 			return nil, err
@@ -507,6 +523,10 @@ func scenarioList() []scenario {
 		{name: "billing", input: bills, note: "JSON bills, half re-keyed through a repartition topic, 2 stores", run: runTopology(func() *topology.Topology {
 			return examples.Billing("in", "out", "out2", "dlq")
 		}, billingOptions()...), verify: verifyBilling},
+		{name: "stream-join", input: joinInput, note: "inner stream–stream join of two topics (in, in2: half the input each, both counted) in a 1-minute window, Pebble window stores",
+			run: runTopology(streamJoinTopology), verify: verifyStreamJoin},
+		{name: "table-join", input: keyed, note: "stream enriched from a table of 100,000 keys (loaded into Pebble before the timed run)",
+			prepare: prepareTableJoin, prepareFirst: true, run: runTableJoin, verify: verifyTableJoin},
 	}
 }
 

@@ -63,7 +63,16 @@ func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 // stored records only, not on a counter in memory, so that the replay of
 // an aborted transaction, or a restart, numbers them as the first run did
 // (a key's records of one timestamp are removed together).
+//
+// Nearly every record is the first of its key at its timestamp, so a point
+// read of sequence number 0 answers first: absent, no record of the key and
+// timestamp is stored (they are stored from 0 up and removed together), and
+// the record gets 0 without the iterator a range needs, which cost more
+// than the rest of storing the record.
 func (p *StreamJoinSide[K, Own, Other, V]) seqAt(kb []byte, ts int64) (int64, error) {
+	if _, ok, err := p.st.Get(layout.JoinKey(kb, ts, 0)); err != nil || !ok {
+		return 0, err
+	}
 	seq := int64(0)
 	start, end := layout.JoinRange(kb, ts, ts)
 	err := p.st.Range(start, end, func(k, _ []byte) error {
@@ -146,8 +155,16 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 
 // OnWatermark removes the own records no on-time record can join any more,
 // emitting the unjoined ones of an outer side, in (time, key) order.
+//
+// An inner side removes in batches, once the watermark is an eighth of the
+// span past the first due removal: records close one after another, and a
+// pass over the due index on nearly every record cost more than the join.
+// A record kept longer changes no result: an on-time record of the other
+// side is by then past the end of its window (it arrives after
+// ts+CloseAfter-its LateAfter, which is this side's -Lo).
+// An outer side removes at the watermark, since it emits then.
 func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
-	if wm < p.nextClose {
+	if wm < p.nextClose || !p.cfg.Outer && p.nextClose != math.MinInt64 && wm-p.nextClose < p.cfg.CloseAfter/8 {
 		return nil
 	}
 	due, err := DueIndex(p.st, layout.WindowExpire, wm)

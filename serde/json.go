@@ -1,0 +1,66 @@
+package serde
+
+import (
+	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+)
+
+// JSON encodes T as encoding/json does, byte for byte, and decodes it as
+// encoding/json does (field names matched case-insensitively, unknown
+// fields ignored, invalid UTF-8 replaced, map keys sorted).
+//
+// It runs on github.com/go-json-experiment/json, the Go team's prototype
+// of encoding/json/v2, in its v1 mode (jsonv1.DefaultOptionsV1): the same
+// output and the same accepted inputs, but without encoding/json's
+// per-call reflection and its scan of the whole input before decoding it,
+// which made JSON most of the cost of a JSON job's records. The type keeps
+// its name, so savepoints that name it (ID) still match.
+//
+// One difference in the bytes, never in the value: a Go string that is
+// not valid UTF-8 has each invalid byte replaced by U+FFFD as before, but
+// written as UTF-8, where encoding/json writes the escape \ufffd. Strings
+// a decoder produced are valid UTF-8 (decoding replaces invalid bytes
+// too), so a value read from JSON encodes exactly as before.
+func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
+
+type jsonSerde[T any] struct{}
+
+// jsonOptions are encoding/json's behaviours (see JSON).
+var jsonOptions = jsonv1.DefaultOptionsV1()
+
+func (jsonSerde[T]) Encode(v T) ([]byte, error) {
+	b, err := jsonv2.Marshal(v, jsonOptions)
+	if err != nil {
+		return nil, fmt.Errorf("%w: json: %v", ErrEncode, err)
+	}
+	return b, nil
+}
+
+// AppendEncode encodes into dst without a buffer of its own: the runtime
+// hands it the chunk an output record or a store key is built in.
+func (jsonSerde[T]) AppendEncode(dst []byte, v T) ([]byte, error) {
+	w := appendWriter{dst}
+	if err := jsonv2.MarshalWrite(&w, v, jsonOptions); err != nil {
+		return dst, fmt.Errorf("%w: json: %v", ErrEncode, err)
+	}
+	return w.b, nil
+}
+
+func (jsonSerde[T]) Decode(b []byte) (T, error) {
+	var v T
+	if err := jsonv2.Unmarshal(b, &v, jsonOptions); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%w: json: %v", ErrDecode, err)
+	}
+	return v, nil
+}
+
+// appendWriter is an io.Writer appending to a slice.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
