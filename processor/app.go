@@ -116,8 +116,16 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.prepareTopics(ctx); err != nil {
+	// A stop requested while starting (SIGTERM as the instance comes up)
+	// is a stop, not a failure, as it is once running.
+	stopped := func(err error) error {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil
+		}
 		return err
+	}
+	if err := a.prepareTopics(ctx); err != nil {
+		return stopped(err)
 	}
 	a.planMemory()
 	defer a.releaseMemory()
@@ -128,11 +136,11 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	defer a.spc.close()
 	if err := a.seedSavepoint(ctx, sp); err != nil {
-		return err
+		return stopped(err)
 	}
 	a.bnd.began = time.Now()
 	if err := a.takeBounds(ctx); err != nil {
-		return err
+		return stopped(err)
 	}
 	defer a.summarizeBounded()
 	a.queries.setWidths(a.partitions)

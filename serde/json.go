@@ -1,9 +1,11 @@
 package serde
 
 import (
+	stdjson "encoding/json"
 	"fmt"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -27,8 +29,21 @@ func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
 
 type jsonSerde[T any] struct{}
 
-// jsonOptions are encoding/json's behaviours (see JSON).
-var jsonOptions = jsonv1.DefaultOptionsV1()
+// jsonOptions are encoding/json's behaviours (see JSON). The prototype's v1
+// mode knows its own Number type, not encoding/json's, which it would
+// write as a string: encoding/json.Number is handled as the prototype's.
+var jsonOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(),
+	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, n stdjson.Number) error {
+		return jsonv1.Number(n).MarshalJSONTo(enc)
+	})),
+	jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, n *stdjson.Number) error {
+		m := jsonv1.Number(*n)
+		if err := m.UnmarshalJSONFrom(dec); err != nil {
+			return err
+		}
+		*n = stdjson.Number(m)
+		return nil
+	})))
 
 func (jsonSerde[T]) Encode(v T) ([]byte, error) {
 	b, err := jsonv2.Marshal(v, jsonOptions)

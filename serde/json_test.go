@@ -31,6 +31,8 @@ type jsonDoc struct {
 	Raw   json.RawMessage   `json:"raw,omitempty"`
 	Inner *jsonInner        `json:"inner,omitempty"`
 	Tags  map[string]string `json:"tags,omitempty"`
+	Num   json.Number       `json:"num"`
+	NumS  json.Number       `json:"nums,string"`
 	skip  int
 }
 
@@ -64,7 +66,8 @@ func TestJSONMatchesEncodingJSON(t *testing.T) {
 		p := str
 		d := jsonDoc{jsonInner: jsonInner{Name: str, N: int32(i)}, S: str, B: []byte(str), I: nums[i%len(nums)],
 			U: math.MaxUint64 - uint64(i), F: floats[i%len(floats)], Opt: str, Str: nums[(i+1)%len(nums)],
-			List: []string{str, "x"}, M: map[string]int{str: i, "z": 1, "a": 2}, Any: map[string]any{"k": str, "n": 1.5}}
+			List: []string{str, "x"}, M: map[string]int{str: i, "z": 1, "a": 2}, Any: map[string]any{"k": str, "n": 1.5},
+			Num: json.Number([]string{"0", "-12.5", "206761.588", "1e21", "12345678901234567890"}[i%5]), NumS: json.Number("3.25")}
 		if i%2 == 0 {
 			d.P, d.Inner, d.Tags, d.Raw = &p, &jsonInner{Name: "in"}, map[string]string{"b": str, "a": ""}, json.RawMessage(`{"x": [1, 2]}`)
 		}

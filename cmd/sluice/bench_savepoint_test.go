@@ -22,7 +22,8 @@ func TestBenchSavepoint(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v in %s", err, out)
 	}
-	if len(res.Phases) != 4 || res.Phases[3].Scenario != bench.SavepointPhaseStart || res.Phases[3].Records != 2000 || res.Bytes <= 0 {
+	if len(res.Phases) != 5 || res.Phases[3].Scenario != bench.SavepointPhaseStart || res.Phases[3].Records != 2000 ||
+		res.Phases[4].Scenario != bench.SavepointPhaseSeed || res.Bytes <= 0 {
 		t.Fatalf("result %+v", res)
 	}
 }
