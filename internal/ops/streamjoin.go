@@ -155,16 +155,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 
 // OnWatermark removes the own records no on-time record can join any more,
 // emitting the unjoined ones of an outer side, in (time, key) order.
-//
-// An inner side removes in batches, once the watermark is an eighth of the
-// span past the first due removal: records close one after another, and a
-// pass over the due index on nearly every record cost more than the join.
-// A record kept longer changes no result: an on-time record of the other
-// side is by then past the end of its window (it arrives after
-// ts+CloseAfter-its LateAfter, which is this side's -Lo).
-// An outer side removes at the watermark, since it emits then.
 func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
-	if wm < p.nextClose || !p.cfg.Outer && p.nextClose != math.MinInt64 && wm-p.nextClose < p.cfg.CloseAfter/8 {
+	if wm < p.nextClose {
 		return nil
 	}
 	due, err := DueIndex(p.st, layout.WindowExpire, wm)
