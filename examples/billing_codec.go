@@ -156,15 +156,23 @@ func simpleString(b []byte, i int) (s []byte, next int, ok bool) {
 // ASCII other than what it escapes ("\<>&) as it is, anything else by
 // encoding/json itself.
 func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(dst, q...)
-		}
+	if !plainString(s) {
+		q, _ := json.Marshal(s) // a string always encodes
+		return append(dst, q...)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
+}
+
+// plainString says whether encoding/json writes s as it is, quoted.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 func appendField(dst []byte, first bool, name string) []byte {

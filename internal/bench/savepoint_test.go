@@ -22,7 +22,7 @@ func TestRunSavepoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{SavepointPhaseLoad, SavepointPhaseRestore, SavepointPhaseTake, SavepointPhaseStart}
+	want := []string{SavepointPhaseLoad, SavepointPhaseRestore, SavepointPhaseTake, SavepointPhaseStart, SavepointPhaseSeed}
 	if len(res.Phases) != len(want) {
 		t.Fatalf("phases %+v", res.Phases)
 	}
