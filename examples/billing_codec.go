@@ -209,14 +209,8 @@ var AcceptedBillJSON serde.Serde[AcceptedBill] = newJSONFast(acceptedBillFields,
 			return false // a string for a number, or the reverse
 		}
 		switch f {
-		case 0:
-			a.BillID = string(s)
-		case 1:
-			a.Account = string(s)
-		case 2:
-			a.AmountCents = n
-		case 3:
-			a.TS = n
+		case 0, 1, 2, 3:
+			setBillField(&a.Bill, f, s, n)
 		case 4:
 			a.Topic = string(s)
 		case 5:
@@ -272,15 +266,20 @@ var billFast = newJSONFast(billFields,
 		if (f < 2) != (s != nil) {
 			return false
 		}
-		switch f {
-		case 0:
-			b.BillID = string(s)
-		case 1:
-			b.Account = string(s)
-		case 2:
-			b.AmountCents = n
-		case 3:
-			b.TS = n
-		}
+		setBillField(b, f, s, n)
 		return true
 	})
+
+// setBillField sets field f of billFields from its string s or number n.
+func setBillField(b *Bill, f int, s []byte, n int64) {
+	switch f {
+	case 0:
+		b.BillID = string(s)
+	case 1:
+		b.Account = string(s)
+	case 2:
+		b.AmountCents = n
+	case 3:
+		b.TS = n
+	}
+}
