@@ -211,6 +211,7 @@ func (c *wcCluster) waitCounts(within time.Duration) (updates int) {
 			return len(recs)
 		}
 		if time.Now().After(deadline) {
+			c.diagnose()
 			c.t.Fatalf("counts still wrong after %v:\n%s", within, strings.Join(bad[:min(10, len(bad))], "\n"))
 		}
 		time.Sleep(300 * time.Millisecond)

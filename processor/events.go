@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -41,7 +42,7 @@ func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
 		m.assignedLast = e.assigned
 		if e.assigned {
 			m.a.stats.Rebalances.Add(1)
-			m.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(m.wantStandby))
+			m.a.log.Info("partitions assigned", "generation", e.gen, "standby", len(m.wantStandby), "tasks", m.taskList(e.parts))
 		}
 		if !e.assigned {
 			// Polled records of the partitions may be in the open
@@ -137,6 +138,26 @@ func (m *member) closeRevoked(ctx context.Context) error {
 	}
 	m.a.stats.Tasks.Store(int64(len(m.tasks)))
 	return nil
+}
+
+// taskList names the tasks of an assignment's partitions, sorted, for
+// the log: "0_1,1_0".
+func (m *member) taskList(parts map[string][]int32) string {
+	var ids []task.ID
+	for topic, ps := range parts {
+		if sub, ok := m.a.subOf[topic]; ok {
+			for _, p := range ps {
+				ids = append(ids, task.ID{Sub: sub, Partition: p})
+			}
+		}
+	}
+	slices.SortFunc(ids, cmpTaskID)
+	ids = slices.Compact(ids)
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return strings.Join(s, ",")
 }
 
 func cmpTaskID(a, b task.ID) int {

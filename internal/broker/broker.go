@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,6 +53,10 @@ type Config struct {
 	// asks for mutual TLS). Certs.ServerTLS builds one from WriteCerts'
 	// throwaway authority. Default: plaintext.
 	TLS *tls.Config
+
+	// withoutSessionArmer leaves kfake's session timers as they are, for
+	// the test that shows the gap the armer closes (sessions.go).
+	withoutSessionArmer bool
 }
 
 // SASL mechanisms the broker serves.
@@ -71,7 +76,9 @@ type User struct {
 
 // Broker is a running single-node kfake cluster.
 type Broker struct {
-	c *kfake.Cluster
+	c     *kfake.Cluster
+	armer *sessionArmer // nil on a secured broker (sessions.go)
+	once  sync.Once
 }
 
 // Start starts a broker and returns once it accepts connections.
@@ -152,7 +159,14 @@ func Start(cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: start: %w", err)
 	}
-	return &Broker{c: c}, nil
+	b := &Broker{c: c}
+	if len(cfg.Users) == 0 && cfg.TLS == nil && !cfg.withoutSessionArmer {
+		if b.armer, err = startSessionArmer(c); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("broker: start: %w", err)
+		}
+	}
+	return b, nil
 }
 
 // Addrs returns the host:port of every node, for kgo.SeedBrokers.
@@ -163,7 +177,14 @@ func (b *Broker) Cluster() *kfake.Cluster { return b.c }
 
 // Close stops the broker and, with a DataDir, flushes its state to disk. It
 // is safe to call more than once.
-func (b *Broker) Close() { b.c.Close() }
+func (b *Broker) Close() {
+	b.once.Do(func() {
+		if b.armer != nil {
+			b.armer.close()
+		}
+	})
+	b.c.Close()
+}
 
 // CreateTopic creates topic with the given partition count (-1: the broker's
 // default) and topic configs, e.g. {"cleanup.policy": kadm.StringPtr("compact")}.
