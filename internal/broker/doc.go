@@ -14,6 +14,10 @@
 //	err = broker.CreateTopic(ctx, b.Addrs(), "words", 3, nil)
 //	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
 //
+// A plain (not secured) broker arms every group member's session timer
+// once per generation (sessions.go), closing a gap of kfake: a member
+// killed while it waited in a join never expired.
+//
 // Faults are injected through the underlying cluster, e.g.
 // b.Cluster().ControlKey(int16(kmsg.EndTxn), ...).
 //
