@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/RaduBerinde/btreemap"
 )
 
 // Staged is the store a task reads and writes: writes collect in a stage
@@ -66,6 +68,14 @@ type Staged struct {
 	dirty []int
 	// last is the index of the entry found or added last (see lookup).
 	last int
+	// ordered holds the dirty entries s.dirty[:orderedN] by key (key →
+	// entry index), for Range and First: a range of a stage with many
+	// writes then costs a seek and the entries in range, not a pass over
+	// every write (a stream join ranges the other side's store for every
+	// record). Only a stage that is ranged builds it, at the first Range
+	// or First after its writes; Commit and Abort empty it.
+	ordered  *btreemap.BTreeMap[[]byte, int]
+	orderedN int
 	// cached estimates the memory of entries in bytes; cacheLimit bounds
 	// it at Commit (0: no clean entries are kept).
 	cached, cacheLimit int
@@ -468,7 +478,16 @@ func (s *Staged) emit(e *stagedEntry) {
 // The slices passed to fn are valid only during the call and must not be
 // modified. fn must not write to this Staged.
 func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) error {
-	staged := s.sortedIn(start, end)
+	var staged []int
+	s.orderedIn(start, end, func(i int) bool {
+		// Deletes of keys the engine lacks (absent) hide nothing, and
+		// a window index's range holds every window closed since the
+		// last commit.
+		if e := &s.entries[i]; e.value != nil || !e.absent {
+			staged = append(staged, i)
+		}
+		return true
+	})
 	i := 0
 	// emitBefore hands fn the staged keys below limit (all of them if limit
 	// is nil) and leaves i at the first staged key not below it.
@@ -509,20 +528,18 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 }
 
 // First returns the smallest key in [start, end) of the merged view and its
-// value, like the first call of Range, without sorting the stage: one pass
-// over the staged keys and one engine seek (more only past staged deletes).
-// The slices must not be modified.
+// value, like the first call of Range: one seek of the staged keys and one
+// of the engine (more only past staged deletes). The slices must not be
+// modified.
 func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error) {
 	var staged *stagedEntry
-	for _, i := range s.dirty {
-		e := &s.entries[i]
-		if e.value == nil || start != nil && bytes.Compare(e.key, start) < 0 || end != nil && bytes.Compare(e.key, end) >= 0 {
-			continue
-		}
-		if staged == nil || bytes.Compare(e.key, staged.key) < 0 {
+	s.orderedIn(start, end, func(i int) bool {
+		if e := &s.entries[i]; e.value != nil {
 			staged = e
+			return false
 		}
-	}
+		return true
+	})
 	limit := end
 	if staged != nil {
 		limit = staged.key // an engine key must be smaller to win
@@ -548,28 +565,36 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 
 var errStop = errors.New("store: stop")
 
-// sortedIn returns the indices of dirty entries with keys in [start, end),
-// in key order, leaving out the deletes of keys the engine lacks (absent):
-// they hide nothing, and a window index's range holds every window closed
-// since the last commit.
-func (s *Staged) sortedIn(start, end []byte) []int {
-	var idx []int
-	for _, i := range s.dirty {
-		e := &s.entries[i]
-		if e.value == nil && e.absent {
-			continue
-		}
-		k := e.key
-		if start != nil && bytes.Compare(k, start) < 0 {
-			continue
-		}
-		if end != nil && bytes.Compare(k, end) >= 0 {
-			continue
-		}
-		idx = append(idx, i)
+// orderedIn calls fn with the index of each dirty entry whose key is in
+// [start, end) (a nil bound is open), in key order, until fn returns false.
+// The writes since the last call join the ordered index first.
+func (s *Staged) orderedIn(start, end []byte, fn func(i int) bool) {
+	if len(s.dirty) == 0 {
+		return
 	}
-	s.sortIndices(idx)
-	return idx
+	if s.ordered == nil {
+		s.ordered = btreemap.New[[]byte, int](16, bytes.Compare)
+	}
+	for _, i := range s.dirty[s.orderedN:] {
+		s.ordered.ReplaceOrInsert(s.entries[i].key, i)
+	}
+	s.orderedN = len(s.dirty)
+	lo, hi := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
+	if start != nil {
+		lo = btreemap.GE(start)
+	}
+	if end != nil {
+		hi = btreemap.LT(end)
+	}
+	s.ordered.AscendFunc(lo, hi, func(_ []byte, i int) bool { return fn(i) })
+}
+
+// clearOrdered empties the ordered index, with the dirty entries.
+func (s *Staged) clearOrdered() {
+	if s.ordered != nil && s.orderedN > 0 {
+		s.ordered.Clear(true)
+	}
+	s.orderedN = 0
 }
 
 // sortIndices sorts idx, indices of entries, by their keys. It orders them
@@ -711,6 +736,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 		e.dirty, e.absent = false, e.value == nil
 	}
 	s.dirty = s.dirty[:0]
+	s.clearOrdered()
 	s.Release()
 	return nil
 }
@@ -752,6 +778,7 @@ func (s *Staged) keepCommitted() {
 	s.entries = s.entries[:kept]
 	s.pending = s.pending[:0]
 	s.dirty = s.dirty[:0]
+	s.clearOrdered()
 	clear(s.held)
 	s.held = s.held[:0]
 	s.cached = size
@@ -810,6 +837,13 @@ func (s *Staged) Rollback() {
 		u := &s.heldUndo[j]
 		s.held[u.j] = u.was
 	}
+	// The keys first written since the mark leave the ordered index.
+	if s.orderedN > s.markDirty {
+		for _, i := range s.dirty[s.markDirty:s.orderedN] {
+			s.ordered.Delete(s.entries[i].key)
+		}
+		s.orderedN = s.markDirty
+	}
 	for i := s.markEntries; i < len(s.entries); i++ {
 		e := &s.entries[i]
 		s.cached -= len(e.key) + len(e.value) + entryOverhead
@@ -831,6 +865,7 @@ func (s *Staged) reset() {
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
 	s.dirty = s.dirty[:0]
+	s.clearOrdered()
 	clear(s.held)
 	s.held = s.held[:0]
 	s.cached = 0
