@@ -246,9 +246,9 @@ const firstPoll = 1000
 // on a backlog, each task's stage would then hold a whole run's writes.
 //
 // By memory: as many as the stages' free share of the memory budget holds
-// at the last poll's bytes per record (after an early commit, at least half
-// the share is free), so that a poll overruns the share by an eighth at
-// most before the instance commits (memory.go).
+// at the recent polls' largest bytes per record (after an early commit,
+// at least half the share is free), so that a poll overruns the share by
+// an eighth at most before the instance commits (memory.go).
 func (m *member) boundPolls(n int, took time.Duration, grew, stage int64) {
 	if n == 0 || took <= 0 {
 		return
@@ -256,7 +256,19 @@ func (m *member) boundPolls(n int, took time.Duration, grew, stage int64) {
 	cfg := &m.a.cfg
 	budget := min(cfg.txnTimeout/4, cfg.rebalanceTimeout/4, cfg.commitInterval)
 	limit := float64(n) * float64(budget) / float64(took)
-	if share := m.a.mem.stage; share > 0 && grew > 0 {
+	share := m.a.mem.stage
+	if share > 0 && grew > 0 {
+		// Bytes per record: the largest of the recent growing polls',
+		// decaying by an eighth a poll. The last poll's own average
+		// would let a poll of small records size the next for many
+		// more of them, and records vary (keys of 0 to 400 bytes in a
+		// row). A poll that did not grow the stages (it updated keys
+		// already staged) says nothing of the next, which may bring
+		// new keys: it keeps the estimate. Sized by such a poll alone,
+		// one poll overran the share twice over.
+		m.perRecord = max(float64(grew)/float64(n), m.perRecord*7/8)
+	}
+	if share > 0 && m.perRecord > 0 {
 		free := share - stage
 		switch {
 		case free <= 0:
@@ -266,7 +278,7 @@ func (m *member) boundPolls(n int, took time.Duration, grew, stage int64) {
 			// overruns its share by an eighth at most.
 			free = share / 8
 		}
-		limit = min(limit, float64(n)*float64(free)/float64(grew))
+		limit = min(limit, float64(free)/m.perRecord)
 	}
 	m.pollMax = int(min(max(1, limit), 1<<30))
 }

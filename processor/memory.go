@@ -50,7 +50,7 @@ const (
 //     holds (the stage is applied only after the Kafka commit), and so do
 //     exactly-once results, which never depended on when commits happen.
 //     The next poll is bounded too (boundPolls): to what the stages' free
-//     share holds at the last poll's bytes per record.
+//     share holds at the recent polls' largest bytes per record.
 type memory struct {
 	budget    int64
 	stores    int // Pebble stores the instance could hold

@@ -64,6 +64,7 @@ type member struct {
 	uncommitted int64
 	sent        atomic.Bool // something was produced in the open transaction
 	pollMax     int         // records the next poll may take (boundPolls)
+	perRecord   float64     // stage bytes per record, a decaying maximum (boundPolls)
 
 	// standby follows the changelogs of wantStandby, minus the tasks
 	// open here (standby.go).

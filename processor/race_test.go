@@ -1,6 +1,0 @@
-//go:build race
-
-package processor_test
-
-// raceEnabled: the race detector slows processing about fifteen times.
-const raceEnabled = true
