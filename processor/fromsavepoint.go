@@ -404,6 +404,12 @@ func (a *App) seedOnce(ctx context.Context, adm *kadm.Client, sp *savepoint.Save
 		return a.markerAllows(mk, sp)
 	}
 	if err := a.checkNoState(ctx, adm); err != nil {
+		// The state found may be a seed committed since the marker was
+		// read, by a seeder that fenced this one after its
+		// InitProducerID: its marker committed with it.
+		if mk, merr := a.readMarker(ctx, adm, control, true); merr == nil && mk != nil {
+			return a.markerAllows(mk, sp)
+		}
 		return err
 	}
 	offsets, err := a.savepointOffsets(ctx, adm, sp.Manifest())
