@@ -317,7 +317,7 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.next {
 		return nil
 	}
-	fires, err := DueIndex(p.st, layout.WindowFire, wm)
+	fires, err := DueIndex(p.st, layout.WindowFire, math.MinInt64, wm)
 	if err != nil {
 		return err
 	}
@@ -341,7 +341,7 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	closed, err := DueIndex(p.st, layout.WindowExpire, wm)
+	closed, err := DueIndex(p.st, layout.WindowExpire, math.MinInt64, wm)
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	dropped, err := DueIndex(p.st, layout.SlidingRecordExpire, wm)
+	dropped, err := DueIndex(p.st, layout.SlidingRecordExpire, math.MinInt64, wm)
 	if err != nil {
 		return err
 	}
@@ -401,7 +401,7 @@ func (p *Sliding[K, V, A]) OnAbort() { p.next = math.MinInt64 }
 func (p *Sliding[K, V, A]) findNext() error {
 	p.next = math.MaxInt64
 	for _, prefix := range []byte{layout.WindowFire, layout.WindowExpire, layout.SlidingRecordExpire} {
-		t, err := FirstIndex(p.st, prefix)
+		t, err := FirstIndex(p.st, prefix, math.MinInt64)
 		if err != nil {
 			return err
 		}

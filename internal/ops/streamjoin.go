@@ -53,7 +53,7 @@ func NewStreamJoinSide[K, Own, Other, V any](cfg StreamJoinConfig[K, Own, Other,
 func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.cfg.OwnStore), ctx.Store(p.cfg.OtherStore)
 	var err error
-	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire)
+	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire, math.MinInt64)
 	return err
 }
 
@@ -159,7 +159,12 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	if wm < p.nextClose {
 		return nil
 	}
-	due, err := DueIndex(p.st, layout.WindowExpire, wm)
+	// No index entry lies below nextClose: the scans start there and,
+	// once every entry up to wm is removed, past wm, not over the
+	// entries removed earlier in the transaction, which the engine
+	// still holds (a scan from the index's start would pass them all
+	// again at every watermark).
+	due, err := DueIndex(p.st, layout.WindowExpire, p.nextClose, wm)
 	if err != nil {
 		return err
 	}
@@ -192,7 +197,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire)
+	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire, wm+1)
 	return err
 }
 

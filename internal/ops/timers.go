@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
@@ -93,7 +94,7 @@ func (s *Timers[K]) Forget() { s.nextInit = false }
 func (s *Timers[K]) Due(d Domain, now int64) ([]Timer[K], error) {
 	if !s.nextInit {
 		for _, dd := range []Domain{EventTime, ProcessingTime} {
-			n, err := FirstIndex(s.s, dd.prefix())
+			n, err := FirstIndex(s.s, dd.prefix(), math.MinInt64)
 			if err != nil {
 				return nil, err
 			}
@@ -104,7 +105,7 @@ func (s *Timers[K]) Due(d Domain, now int64) ([]Timer[K], error) {
 	if now < s.next[d] {
 		return nil, nil
 	}
-	keys, err := DueIndex(s.s, d.prefix(), now)
+	keys, err := DueIndex(s.s, d.prefix(), math.MinInt64, now)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +124,6 @@ func (s *Timers[K]) Due(d Domain, now int64) ([]Timer[K], error) {
 		}
 		out = append(out, Timer[K]{Key: k, Time: at, Domain: d})
 	}
-	s.next[d], err = FirstIndex(s.s, d.prefix())
+	s.next[d], err = FirstIndex(s.s, d.prefix(), math.MinInt64)
 	return out, err
 }

@@ -13,20 +13,23 @@ import (
 // sliding windows and stream-join buffers all keep such indexes.
 
 // DueIndex lists, in order, the keys of the time index prefix whose time is
-// at or before now.
-func DueIndex(st *store.Staged, prefix byte, now int64) ([][]byte, error) {
+// at or before now, and at or after from: a caller that knows no key lies
+// below a time (it removed them) starts there, so that the scan does not
+// pass again over the keys it deleted in the open transaction, which the
+// engine still holds (math.MinInt64: the whole index).
+func DueIndex(st *store.Staged, prefix byte, from, now int64) ([][]byte, error) {
 	var keys [][]byte
-	err := st.Range([]byte{prefix}, layout.DueEnd(prefix, now), func(k, _ []byte) error {
+	err := st.Range(indexFrom(prefix, from), layout.DueEnd(prefix, now), func(k, _ []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
 		return nil
 	})
 	return keys, err
 }
 
-// FirstIndex is the earliest time in the time index prefix, math.MaxInt64
-// if it is empty.
-func FirstIndex(st *store.Staged, prefix byte) (int64, error) {
-	k, _, ok, err := st.First([]byte{prefix}, []byte{prefix + 1})
+// FirstIndex is the earliest time in the time index prefix at or after
+// from (see DueIndex), math.MaxInt64 if there is none.
+func FirstIndex(st *store.Staged, prefix byte, from int64) (int64, error) {
+	k, _, ok, err := st.First(indexFrom(prefix, from), []byte{prefix + 1})
 	if err != nil || !ok {
 		return math.MaxInt64, err
 	}
@@ -34,4 +37,12 @@ func FirstIndex(st *store.Staged, prefix byte) (int64, error) {
 		return 0, fmt.Errorf("ops: index key of %d bytes in store %s", len(k), st.Name())
 	}
 	return layout.ReadTime(k[1:9]), nil
+}
+
+// indexFrom is the first key of the time index prefix at time from.
+func indexFrom(prefix byte, from int64) []byte {
+	if from == math.MinInt64 {
+		return []byte{prefix}
+	}
+	return layout.AppendTime([]byte{prefix}, from)
 }

@@ -194,17 +194,17 @@ func TestIndexScans(t *testing.T) {
 			}
 		}
 	}
-	if n, err := FirstIndex(st, 'e'); err != nil || n != math.MinInt64 {
+	if n, err := FirstIndex(st, 'e', math.MinInt64); err != nil || n != math.MinInt64 {
 		t.Fatalf("FirstIndex: %d %v", n, err)
 	}
-	if n, err := FirstIndex(st, 'g'); err != nil || n != math.MaxInt64 {
+	if n, err := FirstIndex(st, 'g', math.MinInt64); err != nil || n != math.MaxInt64 {
 		t.Fatalf("FirstIndex of an empty index: %d %v", n, err)
 	}
 	for _, c := range []struct {
 		now  int64
 		want int
 	}{{math.MinInt64, 3}, {-2, 3}, {-1, 6}, {4, 9}, {5, 12}, {math.MaxInt64 - 1, 12}, {math.MaxInt64, 15}} {
-		keys, err := DueIndex(st, 'e', c.now)
+		keys, err := DueIndex(st, 'e', math.MinInt64, c.now)
 		if err != nil || len(keys) != c.want {
 			t.Fatalf("DueIndex at %d: %d keys %v, want %d", c.now, len(keys), err, c.want)
 		}

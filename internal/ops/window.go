@@ -327,11 +327,11 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.nextEvent {
 		return nil
 	}
-	fires, err := DueIndex(p.s.st, layout.WindowFire, wm)
+	fires, err := DueIndex(p.s.st, layout.WindowFire, math.MinInt64, wm)
 	if err != nil {
 		return err
 	}
-	expired, err := DueIndex(p.s.st, layout.WindowExpire, wm)
+	expired, err := DueIndex(p.s.st, layout.WindowExpire, math.MinInt64, wm)
 	if err != nil {
 		return err
 	}
@@ -388,7 +388,7 @@ func (p *Window[K, V, A]) OnProcessingTime(now int64) error {
 	if now < p.nextProc {
 		return nil
 	}
-	due, err := DueIndex(p.s.st, layout.WindowProc, now)
+	due, err := DueIndex(p.s.st, layout.WindowProc, math.MinInt64, now)
 	if err != nil {
 		return err
 	}
@@ -438,9 +438,9 @@ func (p *Window[K, V, A]) OnAbort() {
 func (p *Window[K, V, A]) findNext() error {
 	var errs [3]error
 	var fire, expire int64
-	fire, errs[0] = FirstIndex(p.s.st, layout.WindowFire)
-	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire)
-	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc)
+	fire, errs[0] = FirstIndex(p.s.st, layout.WindowFire, math.MinInt64)
+	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire, math.MinInt64)
+	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc, math.MinInt64)
 	p.nextEvent = min(fire, expire)
 	return errors.Join(errs[:]...)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -480,7 +481,7 @@ func TestWindowIndexes(t *testing.T) {
 		{5, []int64{-1 << 63, -1, 0, 5}},
 		{1<<63 - 1, []int64{-1 << 63, -1, 0, 5, 1<<63 - 1}},
 	} {
-		keys, err := DueIndex(st, layout.WindowFire, c.now)
+		keys, err := DueIndex(st, layout.WindowFire, math.MinInt64, c.now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -495,10 +496,10 @@ func TestWindowIndexes(t *testing.T) {
 			t.Errorf("DueIndex(%d) = %v, want %v", c.now, got, c.want)
 		}
 	}
-	if first, err := FirstIndex(st, layout.WindowExpire); err != nil || first != 3 {
+	if first, err := FirstIndex(st, layout.WindowExpire, math.MinInt64); err != nil || first != 3 {
 		t.Errorf("FirstIndex = %d %v, want 3", first, err)
 	}
-	if first, err := FirstIndex(st, layout.WindowProc); err != nil || first != 1<<63-1 {
+	if first, err := FirstIndex(st, layout.WindowProc, math.MinInt64); err != nil || first != 1<<63-1 {
 		t.Errorf("FirstIndex of an empty index = %d %v, want MaxInt64", first, err)
 	}
 }
