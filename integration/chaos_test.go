@@ -391,6 +391,11 @@ func (h *harness) start(inst *instance) {
 	if !h.dynamic {
 		args = append(args, "--instance-id", inst.id)
 	}
+	// SLUICE_CHAOS_LOG_LEVEL=debug adds the Kafka client's own lines
+	// (joins, transaction ends, the offsets an abort resets to).
+	if lvl := os.Getenv("SLUICE_CHAOS_LOG_LEVEL"); lvl != "" {
+		args = append(args, "--log-level", lvl)
+	}
 	cmd := exec.Command(h.bin, args...)
 	cmd.Stdout = inst.log
 	cmd.Stderr = inst.log

@@ -118,7 +118,13 @@ func TestPageViewsExactlyOnceUnderSIGKILL(t *testing.T) {
 
 func newPageViewsHarness(t *testing.T, bin string, addrs []string, appID, guarantee string, topics PageViewTopics, n int) *harness {
 	run := []string{"run", "pageviews", "--input", topics.Input, "--per-minute", topics.PerMinute, "--late", topics.Late, "--sessions", topics.Sessions, "--dlq", topics.DLQ}
-	return newHarness(t, bin, addrs, appID, guarantee, false, run, t.TempDir(), n)
+	logDir := os.Getenv("SLUICE_CHAOS_LOG_DIR") // kept after the run, as billing's
+	if logDir == "" {
+		logDir = t.TempDir()
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return newHarness(t, bin, addrs, appID, guarantee, false, run, logDir, n)
 }
 
 func joinLines(v []string) string {

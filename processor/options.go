@@ -233,12 +233,14 @@ func ClientHooks(hooks ...kgo.Hook) Opt {
 	return opt(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
 
-// kgoOpts returns the options of one client: the seed brokers, the user's
+// kgoOpts returns the options of one client: the seed brokers, the Kafka
+// client's log at debug level (clientlog.go), the user's
 // ClientOptions, then the client's own options, which win over the user's
 // (franz-go applies options in order).
 func (c *config) kgoOpts(own ...kgo.Opt) []kgo.Opt {
-	opts := make([]kgo.Opt, 0, 1+len(c.clientOpts)+len(own))
+	opts := make([]kgo.Opt, 0, 2+len(c.clientOpts)+len(own))
 	opts = append(opts, kgo.SeedBrokers(c.brokers...))
+	opts = append(opts, clientLogOpts(c.logger)...)
 	opts = append(opts, c.clientOpts...)
 	return append(opts, own...)
 }
