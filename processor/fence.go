@@ -56,5 +56,6 @@ func (m *member) fence(ctx context.Context) (context.Context, error) {
 		}
 		offsets[o.Topic][o.Partition] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.Offset}
 	})
+	m.a.log.Debug("fencing a transaction without input offsets with its partitions' start offsets", "offsets", fmt.Sprint(offsets))
 	return txn.WithFence(ctx, offsets), nil
 }
