@@ -170,6 +170,14 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	}
 	for _, ik := range due {
 		key := layout.WindowKeyFromIndex(ik)
+		if !p.cfg.Outer {
+			// An inner side emits nothing for its closed records:
+			// their values need not be read.
+			if err := errors.Join(p.st.Delete(ik), p.st.Delete(key)); err != nil {
+				return err
+			}
+			continue
+		}
 		val, ok, err := p.st.Get(key)
 		if err != nil {
 			return err
@@ -177,7 +185,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 		if err := errors.Join(p.st.Delete(ik), p.st.Delete(key)); err != nil {
 			return err
 		}
-		if !ok || !p.cfg.Outer || len(val) > 0 && val[0]&layout.JoinJoined != 0 {
+		if !ok || len(val) > 0 && val[0]&layout.JoinJoined != 0 {
 			continue
 		}
 		kb, ts, err := layout.ParseJoinKey(key)
