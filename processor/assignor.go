@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -61,8 +62,12 @@ type assignor struct {
 	// generation before it balances) and writes it into the assignment,
 	// because DescribeGroups does not show it. The client is created
 	// after its balancer, so it is stored when NewClient returns; a
-	// balance before that (none: a join takes round trips) writes none.
+	// balance before that (it happened once, under the race detector)
+	// waits for it when inSession.
 	client atomic.Pointer[kgo.Client]
+	// inSession: a session stores client once it has created it
+	// (runSession); tests that balance without one leave it false.
+	inSession bool
 }
 
 func (*assignor) ProtocolName() string { return "sluice" }
@@ -206,8 +211,15 @@ func (a *assignor) Balance(b *kgo.ConsumerBalancer, topics map[string]int32) kgo
 			}
 		}
 	}
+	// The session stores its client right after creating it, and the
+	// group, which the client joins at once, may balance before that
+	// (under the race detector it did): wait for it, briefly.
+	cl := a.client.Load()
+	for deadline := time.Now().Add(5 * time.Second); cl == nil && a.inSession && time.Now().Before(deadline); cl = a.client.Load() {
+		time.Sleep(time.Millisecond)
+	}
 	gen := int32(-1)
-	if cl := a.client.Load(); cl != nil {
+	if cl != nil {
 		_, gen = cl.GroupMetadata()
 	}
 	return &routedPlan{BalancePlan: plan, routing: routing, standby: standby, generation: gen, sources: a.subOf}

@@ -90,7 +90,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	}
 	sort.Strings(topics)
 	changelogs := a.changelogs
-	asg := &assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting,
+	asg := &assignor{subOf: a.subOf, endpoint: a.cfg.endpoint, onRouting: a.queries.setRouting, inSession: true,
 		stateful: a.statefulSubs(), standby: a.cfg.standby, local: &a.local, memo: a.memo,
 		onStandby: func(ids []task.ID) { m.enqueue(event{standby: taskSet(ids)}) },
 		onProbe:   m.scheduleProbe}
