@@ -170,17 +170,14 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	}
 	for _, ik := range due {
 		key := layout.WindowKeyFromIndex(ik)
-		if !p.cfg.Outer {
-			// An inner side emits nothing for its closed records:
-			// their values need not be read.
-			if err := errors.Join(p.st.Delete(ik), p.st.Delete(key)); err != nil {
+		// An inner side emits nothing for its closed records: their
+		// values need not be read.
+		var val []byte
+		ok := false
+		if p.cfg.Outer {
+			if val, ok, err = p.st.Get(key); err != nil {
 				return err
 			}
-			continue
-		}
-		val, ok, err := p.st.Get(key)
-		if err != nil {
-			return err
 		}
 		if err := errors.Join(p.st.Delete(ik), p.st.Delete(key)); err != nil {
 			return err
@@ -205,6 +202,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
+	// (At the end of time wm+1 wraps to math.MinInt64: a scan from the
+	// index's start, correct, only not bounded.)
 	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire, wm+1)
 	return err
 }
