@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/store"
@@ -230,30 +229,15 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 // restored table (it stops at the old offset) nor the new owner's input (it
 // starts at the new one).
 func stableCommitted(ctx context.Context, adm *kadm.Client, group, topic string, p int32, deadline time.Time) (int64, error) {
-	for {
-		committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
-		o, ok := committed.Lookup(topic, p)
-		if err == nil && ok {
-			err = o.Err
+	committed, err := stableOffsets(ctx, adm, group, deadline)
+	if err != nil {
+		if r, ok := err.(errRetryable); ok {
+			return 0, errRetryable{fmt.Errorf("processor: restore from %s/%d: %w", topic, p, r.err)}
 		}
-		switch {
-		case err == nil:
-			if ok && o.At > 0 {
-				return o.At, nil
-			}
-			return 0, nil
-		case errors.Is(err, kerr.GroupIDNotFound):
-			return 0, nil
-		case !errors.Is(err, kerr.UnstableOffsetCommit):
-			return 0, fmt.Errorf("processor: restore from %s/%d: committed offsets: %w", topic, p, err)
-		}
-		if time.Now().After(deadline) {
-			return 0, errRetryable{fmt.Errorf("processor: restore from %s/%d: the group's offset commit stayed pending: %w", topic, p, err)}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return 0, fmt.Errorf("processor: restore from %s/%d: committed offsets: %w", topic, p, err)
 	}
+	if o, ok := committed.Lookup(topic, p); ok && o.At > 0 {
+		return o.At, nil
+	}
+	return 0, nil
 }
