@@ -247,7 +247,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 						// (the ordered index); the range checks
 						// below see whether the rollback took them
 						// out again.
-						if _, _, _, err := s.First(nil, nil); err != nil {
+						if _, _, _, err := s.First([]byte(keyOf(next())), []byte(keyOf(next()))); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -282,8 +282,13 @@ func FuzzStagedMatchesModel(f *testing.F) {
 					t.Fatalf("Get(%q) = %q, %v; want %q, %v", k, v, ok, want, wantOK)
 				}
 			}
-			if got, want := rangeString(t, s, nil, nil), modelRange(merged, "", "\xff\xff"); got != want {
-				t.Fatalf("Range = %s, want %s", got, want)
+			// The whole range only now and then: a stage orders the
+			// writes of the key classes (first bytes) it was ranged
+			// over, and narrower ranges let classes join late.
+			if next()%4 == 0 {
+				if got, want := rangeString(t, s, nil, nil), modelRange(merged, "", "\xff\xff"); got != want {
+					t.Fatalf("Range = %s, want %s", got, want)
+				}
 			}
 			lo, hi := keyOf(next()), keyOf(next())
 			if got, want := rangeString(t, s, []byte(lo), []byte(hi)), modelRange(merged, lo, hi); got != want {

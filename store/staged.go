@@ -76,6 +76,13 @@ type Staged struct {
 	// or First after its writes; Commit and Abort empty it.
 	ordered  *btreemap.BTreeMap[[]byte, int]
 	orderedN int
+	// ranged says which keys the ordered index holds, by class: bit 0
+	// the empty key, bit 1+b the keys whose first byte is b. A class
+	// joins at the first Range or First that reaches into it and stays
+	// for the store's life: a store's ranges keep to the same prefixes
+	// (a window store ranges its time indexes, not its windows), and a
+	// write outside them then costs no insertion.
+	ranged [5]uint64
 	// cached estimates the memory of entries in bytes; cacheLimit bounds
 	// it at Commit (0: no clean entries are kept).
 	cached, cacheLimit int
@@ -567,7 +574,9 @@ var errStop = errors.New("store: stop")
 
 // orderedIn calls fn with the index of each dirty entry whose key is in
 // [start, end) (a nil bound is open), in key order, until fn returns false.
-// The writes since the last call join the ordered index first.
+// The writes since the last call in the classes ranged so far join the
+// ordered index first, and when this range reaches into new classes, the
+// earlier writes in those too.
 func (s *Staged) orderedIn(start, end []byte, fn func(i int) bool) {
 	if len(s.dirty) == 0 {
 		return
@@ -575,18 +584,60 @@ func (s *Staged) orderedIn(start, end []byte, fn func(i int) bool) {
 	if s.ordered == nil {
 		s.ordered = btreemap.New[[]byte, int](16, bytes.Compare)
 	}
-	for _, i := range s.dirty[s.orderedN:] {
-		s.ordered.ReplaceOrInsert(s.entries[i].key, i)
-	}
-	s.orderedN = len(s.dirty)
-	lo, hi := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
-	if start != nil {
-		lo = btreemap.GE(start)
+	lo, hi := 0, 256
+	if len(start) > 0 {
+		lo = 1 + int(start[0])
 	}
 	if end != nil {
-		hi = btreemap.LT(end)
+		if len(end) == 0 {
+			return // [start, "") is empty
+		}
+		hi = 1 + int(end[0])
+		if len(end) == 1 {
+			hi-- // keys that begin with end[0] are not below it
+		}
 	}
-	s.ordered.AscendFunc(lo, hi, func(_ []byte, i int) bool { return fn(i) })
+	var joined [5]uint64
+	for c := lo; c <= hi; c++ {
+		if s.ranged[c/64]&(1<<(c%64)) == 0 {
+			joined[c/64] |= 1 << (c % 64)
+		}
+	}
+	if joined != [5]uint64{} {
+		for _, i := range s.dirty[:s.orderedN] {
+			if c := keyClass(s.entries[i].key); joined[c/64]&(1<<(c%64)) != 0 {
+				s.ordered.ReplaceOrInsert(s.entries[i].key, i)
+			}
+		}
+		for j := range s.ranged {
+			s.ranged[j] |= joined[j]
+		}
+	}
+	for _, i := range s.dirty[s.orderedN:] {
+		if c := keyClass(s.entries[i].key); s.ranged[c/64]&(1<<(c%64)) != 0 {
+			s.ordered.ReplaceOrInsert(s.entries[i].key, i)
+		}
+	}
+	s.orderedN = len(s.dirty)
+	if lo > hi {
+		return
+	}
+	bl, bh := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
+	if start != nil {
+		bl = btreemap.GE(start)
+	}
+	if end != nil {
+		bh = btreemap.LT(end)
+	}
+	s.ordered.AscendFunc(bl, bh, func(_ []byte, i int) bool { return fn(i) })
+}
+
+// keyClass is the class of key in Staged.ranged.
+func keyClass(key []byte) int {
+	if len(key) == 0 {
+		return 0
+	}
+	return 1 + int(key[0])
 }
 
 // clearOrdered empties the ordered index, with the dirty entries.
