@@ -111,7 +111,7 @@ func (p *Sliding[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx, p.st = ctx, ctx.Store(p.cfg.Store)
 	p.codec = NewWindowStates(p.cfg.Store, p.cfg.Key, p.cfg.Agg, p.cfg.Windowed, p.cfg.LateChild)
 	p.codec.Init(ctx)
-	return p.findNext()
+	return p.findNext(math.MinInt64)
 }
 
 func (p *Sliding[K, V, A]) Close() error { return nil }
@@ -317,7 +317,11 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.next {
 		return nil
 	}
-	fires, err := DueIndex(p.st, layout.WindowFire, math.MinInt64, wm)
+	// No entry of the three indexes lies below next: the scans start
+	// there (see Window.OnWatermark), and what they find up to wm is
+	// removed here, while nothing here adds an entry.
+	from := p.next
+	fires, err := DueIndex(p.st, layout.WindowFire, from, wm)
 	if err != nil {
 		return err
 	}
@@ -341,7 +345,7 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	closed, err := DueIndex(p.st, layout.WindowExpire, math.MinInt64, wm)
+	closed, err := DueIndex(p.st, layout.WindowExpire, from, wm)
 	if err != nil {
 		return err
 	}
@@ -364,7 +368,7 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	dropped, err := DueIndex(p.st, layout.SlidingRecordExpire, math.MinInt64, wm)
+	dropped, err := DueIndex(p.st, layout.SlidingRecordExpire, from, wm)
 	if err != nil {
 		return err
 	}
@@ -374,7 +378,9 @@ func (p *Sliding[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	return p.findNext()
+	// (At the end of time wm+1 wraps to math.MinInt64: a scan from the
+	// index's start, correct, only not bounded.)
+	return p.findNext(wm + 1)
 }
 
 // window reads the window stored under key, with its record key.
@@ -397,11 +403,12 @@ func (p *Sliding[K, V, A]) window(key []byte) (k K, w WindowState[A], ok bool, e
 // does: the aborted transaction may have raised it past what is due.
 func (p *Sliding[K, V, A]) OnAbort() { p.next = math.MinInt64 }
 
-// findNext sets next from the indexes.
-func (p *Sliding[K, V, A]) findNext() error {
+// findNext sets next from the indexes, none of which has an entry below
+// from.
+func (p *Sliding[K, V, A]) findNext(from int64) error {
 	p.next = math.MaxInt64
 	for _, prefix := range []byte{layout.WindowFire, layout.WindowExpire, layout.SlidingRecordExpire} {
-		t, err := FirstIndex(p.st, prefix, math.MinInt64)
+		t, err := FirstIndex(p.st, prefix, from)
 		if err != nil {
 			return err
 		}

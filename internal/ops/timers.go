@@ -105,7 +105,11 @@ func (s *Timers[K]) Due(d Domain, now int64) ([]Timer[K], error) {
 	if now < s.next[d] {
 		return nil, nil
 	}
-	keys, err := DueIndex(s.s, d.prefix(), math.MinInt64, now)
+	// No timer lies below next[d]: the scan starts there, and the one
+	// for the next bound past now, once every timer up to now is
+	// removed, not over the timers removed earlier in the transaction,
+	// which the stage and the engine still hold as deletes.
+	keys, err := DueIndex(s.s, d.prefix(), s.next[d], now)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +128,8 @@ func (s *Timers[K]) Due(d Domain, now int64) ([]Timer[K], error) {
 		}
 		out = append(out, Timer[K]{Key: k, Time: at, Domain: d})
 	}
-	s.next[d], err = FirstIndex(s.s, d.prefix(), math.MinInt64)
+	// (At the end of time now+1 wraps to math.MinInt64: a scan from the
+	// index's start, correct, only not bounded.)
+	s.next[d], err = FirstIndex(s.s, d.prefix(), now+1)
 	return out, err
 }

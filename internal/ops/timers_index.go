@@ -18,12 +18,25 @@ import (
 // pass again over the keys it deleted in the open transaction, which the
 // engine still holds (math.MinInt64: the whole index).
 func DueIndex(st *store.Staged, prefix byte, from, now int64) ([][]byte, error) {
-	var keys [][]byte
+	// The keys are copied into one buffer, not one allocation each: a
+	// window store's expiry closes about a window a record.
+	var buf []byte
+	var ends []int
 	err := st.Range(indexFrom(prefix, from), layout.DueEnd(prefix, now), func(k, _ []byte) error {
-		keys = append(keys, append([]byte(nil), k...))
+		buf = append(buf, k...)
+		ends = append(ends, len(buf))
 		return nil
 	})
-	return keys, err
+	if err != nil || len(ends) == 0 {
+		return nil, err
+	}
+	keys := make([][]byte, len(ends))
+	start := 0
+	for i, end := range ends {
+		keys[i] = buf[start:end:end]
+		start = end
+	}
+	return keys, nil
 }
 
 // FirstIndex is the earliest time in the time index prefix at or after

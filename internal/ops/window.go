@@ -75,8 +75,9 @@ type Window[K, V, A any] struct {
 	nextEvent, nextProc int64
 	scratch             []window.Bounds
 	// key and ik are Process's scratch for a window's key and its index
-	// entry's (the stage copies what it keeps).
-	key, ik []byte
+	// entry's, xk expire's for the window key, rk remove's (the stage
+	// copies what it keeps).
+	key, ik, xk, rk []byte
 }
 
 // NewWindow returns the runtime of c, for one task.
@@ -101,7 +102,7 @@ func NewWindow[K, V, A any](c WindowConfig[K, V, A]) *Window[K, V, A] {
 func (p *Window[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx = ctx
 	p.s.Init(ctx)
-	return p.findNext()
+	return p.findNext(math.MinInt64, math.MinInt64)
 }
 
 func (p *Window[K, V, A]) Close() error { return nil }
@@ -205,19 +206,22 @@ func (p *Window[K, V, A]) tctx(w WindowState[A], wm int64) window.TriggerContext
 // committed state holds neither the window nor, written and deleted with
 // it, its expiry entry: PutNew lets that entry's delete at the close stay
 // out of the changelog, as the window's own does.
+//
+// The window is stored before its expiry entry: the stage then finds the
+// window's entry, which the caller's read just made, without a lookup.
 func (p *Window[K, V, A]) element(k K, key []byte, w WindowState[A], isNew, fresh bool, ts, wm int64) error {
-	if isNew && !p.global {
-		p.nextEvent = min(p.nextEvent, p.closeAt(w.Bounds))
-		p.ik = layout.AppendIndexKey(p.ik[:0], layout.WindowExpire, p.closeAt(w.Bounds), key)
-		put := p.s.st.Put
-		if fresh {
-			put = p.s.st.PutNew
-		}
-		if err := put(p.ik, layout.IndexValue); err != nil {
-			return err
-		}
+	if err := p.apply(k, key, w, p.trigger.OnElement(p.tctx(w, wm), ts)); err != nil {
+		return err
 	}
-	return p.apply(k, key, w, p.trigger.OnElement(p.tctx(w, wm), ts))
+	if !isNew || p.global {
+		return nil
+	}
+	p.nextEvent = min(p.nextEvent, p.closeAt(w.Bounds))
+	p.ik = layout.AppendIndexKey(p.ik[:0], layout.WindowExpire, p.closeAt(w.Bounds), key)
+	if fresh {
+		return p.s.st.PutNew(p.ik, layout.IndexValue)
+	}
+	return p.s.st.Put(p.ik, layout.IndexValue)
 }
 
 // apply carries out a trigger's decision for window w and stores it.
@@ -302,7 +306,8 @@ func (p *Window[K, V, A]) timer(prefix byte, key []byte, old, want, closes int64
 // keepElements, its elements.
 func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements, expired bool) error {
 	st := p.s.st
-	key := layout.WindowKey(nil, kb, w.Bounds.Start)
+	p.rk = layout.WindowKey(p.rk[:0], kb, w.Bounds.Start)
+	key := p.rk
 	err := st.Delete(key)
 	if p.elements != nil && !keepElements {
 		err = errors.Join(err, p.clearElements(key))
@@ -327,14 +332,23 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	if wm < p.nextEvent {
 		return nil
 	}
-	fires, err := DueIndex(p.s.st, layout.WindowFire, math.MinInt64, wm)
+	// No entry of either index lies below nextEvent: the scans start
+	// there, not over the entries removed earlier in the transaction,
+	// which the stage and the engine still hold as deletes (a scan from
+	// the index's start would pass them all again at every watermark).
+	fires, err := DueIndex(p.s.st, layout.WindowFire, p.nextEvent, wm)
 	if err != nil {
 		return err
 	}
-	expired, err := DueIndex(p.s.st, layout.WindowExpire, math.MinInt64, wm)
+	expired, err := DueIndex(p.s.st, layout.WindowExpire, p.nextEvent, wm)
 	if err != nil {
 		return err
 	}
+	// Every entry up to wm is in the two lists and removed below; a
+	// timer set at or below wm while they run lowers the bound again
+	// (timer). At the end of time wm+1 wraps to math.MinInt64: a scan
+	// from the index's start, correct, only not bounded.
+	p.nextEvent = wm + 1
 	for len(fires) > 0 || len(expired) > 0 {
 		if len(expired) == 0 || len(fires) > 0 && layout.ReadTime(fires[0][1:9]) <= layout.ReadTime(expired[0][1:9]) {
 			err = p.runTimer(layout.WindowFire, fires[0], wm, p.trigger.OnEventTime)
@@ -347,19 +361,21 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	return p.findNext()
+	return p.findNext(p.nextEvent, p.nextProc)
 }
 
 // expire removes a closed window, running first its event timer if that
 // was at the close time (it has no index entry of its own).
+//
+// The window is read and removed before its expiry entry is: the stage
+// then finds the window's entry, which the read just found, without a
+// second lookup.
 func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
-	key := layout.WindowKeyFromIndex(ik)
+	p.xk = layout.AppendWindowKeyFromIndex(p.xk[:0], ik)
+	key := p.xk
 	w, ok, err := p.s.Get(key)
-	if err != nil {
-		return err
-	}
-	if err := p.s.st.Delete(ik); err != nil || !ok {
-		return err
+	if err != nil || !ok {
+		return errors.Join(err, p.s.st.Delete(ik))
 	}
 	kb, _, err := layout.ParseWindowKey(key)
 	if err != nil {
@@ -378,9 +394,10 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 			return err
 		}
 	}
-	// remove need not delete the expiry entry again, unless the allowed
-	// lateness changed since the window was made.
-	return p.remove(kb, w, false, layout.ReadTime(ik[1:9]) == p.closeAt(w.Bounds))
+	// remove need not delete the expiry entry, deleted next, unless the
+	// allowed lateness changed since the window was made.
+	err = p.remove(kb, w, false, layout.ReadTime(ik[1:9]) == p.closeAt(w.Bounds))
+	return errors.Join(err, p.s.st.Delete(ik))
 }
 
 // OnProcessingTime runs the processing-time timers the clock reached.
@@ -388,17 +405,18 @@ func (p *Window[K, V, A]) OnProcessingTime(now int64) error {
 	if now < p.nextProc {
 		return nil
 	}
-	due, err := DueIndex(p.s.st, layout.WindowProc, math.MinInt64, now)
+	due, err := DueIndex(p.s.st, layout.WindowProc, p.nextProc, now)
 	if err != nil {
 		return err
 	}
+	p.nextProc = now + 1 // as OnWatermark's nextEvent
 	wm := p.ctx.Watermark()
 	for _, ik := range due {
 		if err := p.runTimer(layout.WindowProc, ik, wm, p.trigger.OnProcessingTime); err != nil {
 			return err
 		}
 	}
-	return p.findNext()
+	return p.findNext(p.nextEvent, p.nextProc)
 }
 
 // runTimer runs one due timer (its index key ik) through the trigger.
@@ -434,13 +452,15 @@ func (p *Window[K, V, A]) OnAbort() {
 	p.nextEvent, p.nextProc = math.MinInt64, math.MinInt64
 }
 
-// findNext sets nextEvent and nextProc from the indexes.
-func (p *Window[K, V, A]) findNext() error {
+// findNext sets nextEvent and nextProc from the indexes, given that no
+// event index entry lies below event and no processing-time one below
+// proc.
+func (p *Window[K, V, A]) findNext(event, proc int64) error {
 	var errs [3]error
 	var fire, expire int64
-	fire, errs[0] = FirstIndex(p.s.st, layout.WindowFire, math.MinInt64)
-	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire, math.MinInt64)
-	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc, math.MinInt64)
+	fire, errs[0] = FirstIndex(p.s.st, layout.WindowFire, event)
+	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire, event)
+	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc, proc)
 	p.nextEvent = min(fire, expire)
 	return errors.Join(errs[:]...)
 }
