@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/RaduBerinde/btreemap"
 )
@@ -60,9 +61,13 @@ type Staged struct {
 	changelog func(key, value []byte)
 
 	// index maps a key to its entry, dirty (written since the last
-	// Commit) or clean (cached committed value).
-	index   map[string]int
-	entries []stagedEntry
+	// Commit) or clean (cached committed value). Its keys share their
+	// bytes with the entries' (keyString). indexPeak is the most keys it
+	// held since it was made: a map never shrinks, so one grown by a
+	// large transaction is made anew after it (trim).
+	index     map[string]int
+	indexPeak int
+	entries   []stagedEntry
 	// dirty holds the indices of the dirty entries in first-write order
 	// (Commit sorts them by key), so Commit needs no map iteration.
 	dirty []int
@@ -154,6 +159,10 @@ type stagedEntry struct {
 // entryOverhead estimates the memory of an entry beyond its key and value:
 // the entry, its index slot and the key string's header.
 const entryOverhead = 128
+
+// heldOverhead estimates the memory of a held update beyond the entry's:
+// its heldUpdate and, while TakeHeld hands them out, its Held.
+const heldOverhead = 160
 
 // DefaultReadCache is the read cache bound of a Staged in bytes.
 const DefaultReadCache = 4 << 20
@@ -290,7 +299,8 @@ func (s *Staged) isComplete() (bool, error) {
 func (s *Staged) add(key, value []byte, absent bool) int {
 	i := len(s.entries)
 	s.entries = append(s.entries, stagedEntry{key: key, value: value, absent: absent})
-	s.index[string(key)] = i
+	s.index[keyString(key)] = i
+	s.indexPeak = max(s.indexPeak, len(s.index))
 	s.cached += len(key) + len(value) + entryOverhead
 	s.last = i
 	return i
@@ -420,6 +430,7 @@ func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 	if e.held == 0 {
 		s.held = append(s.held, heldUpdate{i: i, prev: prev})
 		e.held = int32(len(s.held))
+		s.cached += heldOverhead
 	}
 	j := int(e.held) - 1
 	if s.marked && j < s.markHeld {
@@ -450,6 +461,7 @@ func (s *Staged) TakeHeld(fn func(Held) error) error {
 		taken = append(taken, Held{Key: e.key, Prev: h.prev, Value: e.value, Timestamp: h.ts, Meta: h.meta})
 		e.held = 0
 	}
+	s.cached -= len(s.held) * heldOverhead
 	clear(s.held)
 	s.held = s.held[:0]
 	var err error
@@ -789,6 +801,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 	s.dirty = s.dirty[:0]
 	s.clearOrdered()
 	s.Release()
+	s.trim()
 	return nil
 }
 
@@ -822,7 +835,7 @@ func (s *Staged) keepCommitted() {
 		}
 		e.dirty, e.pending, e.absent, e.held = false, false, false, 0
 		s.entries[kept] = e
-		s.index[string(e.key)] = kept
+		s.index[keyString(e.key)] = kept
 		kept++
 	}
 	clear(s.entries[kept:])
@@ -835,6 +848,7 @@ func (s *Staged) keepCommitted() {
 	s.cached = size
 	s.last = 0
 	s.Release()
+	s.trim()
 }
 
 // Abort discards the stage, flushed or not; the transaction that carried
@@ -904,6 +918,7 @@ func (s *Staged) Rollback() {
 	s.entries = s.entries[:s.markEntries]
 	s.pending = s.pending[:s.markPending]
 	s.dirty = s.dirty[:s.markDirty]
+	s.cached -= (len(s.held) - s.markHeld) * heldOverhead
 	clear(s.held[s.markHeld:])
 	s.held = s.held[:s.markHeld]
 	s.Release()
@@ -921,6 +936,48 @@ func (s *Staged) reset() {
 	s.held = s.held[:0]
 	s.cached = 0
 	s.Release()
+	s.trim()
+}
+
+// keyString is key as a map key without a copy: the stage's keys are
+// never mutated, and the entry that holds key keeps its bytes alive.
+func keyString(key []byte) string {
+	return unsafe.String(unsafe.SliceData(key), len(key))
+}
+
+// trim lets go of what a large transaction grew between commits: the
+// slices' arrays and the index's table beyond what the read cache's
+// entries need. Kept, the largest transaction the memory budget lets
+// through would stay allocated after it, outside the budget's count.
+func (s *Staged) trim() {
+	n := max(1024, s.cacheLimit/entryOverhead)
+	if s.indexPeak > 2*n && len(s.index) <= n {
+		index := make(map[string]int, len(s.index))
+		for k, i := range s.index {
+			index[k] = i
+		}
+		s.index, s.indexPeak = index, len(index)
+	}
+	if cap(s.entries) > 2*n && len(s.entries) <= n {
+		s.entries = append(make([]stagedEntry, 0, n), s.entries...)
+	}
+	s.dirty = trimmed(s.dirty, n)
+	s.pending = trimmed(s.pending, n)
+	s.held = trimmed(s.held, n)
+	s.writes = trimmed(s.writes, n)
+	s.applied = trimmed(s.applied, n)
+	s.taken = trimmed(s.taken, n)
+	s.byPrefix = trimmed(s.byPrefix, n)
+	s.undo = trimmed(s.undo, n)
+	s.heldUndo = trimmed(s.heldUndo, n)
+}
+
+// trimmed is x, or nil if x is empty and its capacity is over n.
+func trimmed[T any](x []T, n int) []T {
+	if len(x) == 0 && cap(x) > n {
+		return nil
+	}
+	return x
 }
 
 // Dirty returns the number of staged keys.
