@@ -129,6 +129,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.planMemory()
 	defer a.releaseMemory()
+	defer a.limitGoMemory()()
 	// Savepoints: without the control topic (an ACL refusing it) the
 	// instance still runs; a savepoint then names it as not answering.
 	if a.spc, err = a.startSavepointControl(ctx); err != nil {

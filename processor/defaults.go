@@ -24,6 +24,7 @@ type Settings struct {
 	MaxRecordBytes           int           // max.record.bytes
 	IdleTimeout              time.Duration // idle.timeout (0: off)
 	StateMemoryBudget        int64         // state.memory.budget: MemoryBudget
+	StateMemoryGoLimit       bool          // state.memory.go.limit: LimitGoMemory
 }
 
 // Defaults returns the value each option has when it is not given: the
@@ -46,5 +47,6 @@ func Defaults() Settings {
 		MaxRecordBytes:           c.maxRecordBytes,
 		IdleTimeout:              c.idleTimeout,
 		StateMemoryBudget:        c.memoryBudget,
+		StateMemoryGoLimit:       c.goLimit,
 	}
 }

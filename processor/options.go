@@ -51,6 +51,7 @@ type config struct {
 	spTimeout        time.Duration  // SavepointTimeout
 	savepoint        savepointStart // FromSavepoint and its options (fromsavepoint.go)
 	memoryBudget     int64          // state.memory.budget (memory.go)
+	goLimit          bool           // state.memory.go.limit (golimit.go)
 }
 
 func defaultConfig() config {
@@ -198,6 +199,19 @@ func FoldUpdates(on bool) Opt { return opt(func(c *config) { c.foldUpdates = on 
 // RocksDBConfigSetter. Default DefaultMemoryBudget (256 MiB); at least
 // MinMemoryBudget.
 func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget = bytes }) }
+
+// LimitGoMemory sets state.memory.go.limit: while the App runs, the Go
+// runtime's soft memory limit (runtime/debug.SetMemoryLimit) is the part
+// of its memory budget in the Go heap (the stages' quarter; the whole
+// budget when the build has no cgo and Pebble allocates there too) plus
+// 256 MiB for the Kafka clients, operators and the runtime; with several
+// Apps in the process, their parts add up. The collector then keeps the
+// heap near that rather than at twice the live heap, so the process's RSS
+// stays flat as the state grows past its budget (PERFORMANCE.md). The
+// cost is more collection when the live heap nears the limit; a process
+// whose own data needs more must leave it off or set GOMEMLIMIT, which
+// always wins. Default false: the Go memory is not limited.
+func LimitGoMemory(on bool) Opt { return opt(func(c *config) { c.goLimit = on }) }
 
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }

@@ -41,6 +41,7 @@ func withScaling(cmd *cobra.Command) *cobra.Command {
 	f.IntVar(&cfg.KeyRecords, "scaling-key-records", 1_000_000, "with --scaling: input records of each key-sweep point (at least its keys)")
 	f.StringVar(&scenarios, "scaling-scenarios", "count,windowed", "with --scaling: the jobs of the sweeps")
 	f.StringVar(&budget, "scaling-memory-budget", formatBytes(processor.DefaultMemoryBudget), "with --scaling: every job's state.memory.budget")
+	f.BoolVar(&cfg.LimitGoMemory, "scaling-limit-go-memory", true, "with --scaling: every job's state.memory.go.limit (the Go memory limit from the budget)")
 	f.StringVar(&restore, "scaling-restore-bytes", "64MiB", "with --scaling: size of the store to restore from its changelog and from the checkpoint a SIGKILL left (e.g. 1GiB; 0: none)")
 	f.StringVar(&out, "scaling-json", "", "with --scaling: write the points as JSON to this file")
 	f.StringVar(&svg, "scaling-svg", "", "with --scaling: write the chart (SVG) to this file")
@@ -79,8 +80,8 @@ func withScaling(cmd *cobra.Command) *cobra.Command {
 		cfg.StartBroker = startBrokerProcess
 		cfg.Start = startScalingChild
 		w := c.OutOrStdout()
-		fmt.Fprintf(w, "sluice bench --scaling: memory budget %s, %d partitions, commit.interval %s, each job in a process of its own, the broker in another, %d CPUs, %s\n",
-			formatBytes(cfg.MemoryBudget), cfg.Partitions, cfg.CommitInterval, runtime.NumCPU(), runtime.Version())
+		fmt.Fprintf(w, "sluice bench --scaling: memory budget %s, Go memory limit %v, %d partitions, commit.interval %s, each job in a process of its own, the broker in another, %d CPUs, %s\n",
+			formatBytes(cfg.MemoryBudget), cfg.LimitGoMemory, cfg.Partitions, cfg.CommitInterval, runtime.NumCPU(), runtime.Version())
 		rep, err := bench.RunScaling(ctx, cfg, func(r bench.ScalingResult) {
 			fmt.Fprintf(c.ErrOrStderr(), "  %-18s %-9s %9s records %9s keys %10.0f records/s %6d MiB\n",
 				r.Kind, r.Scenario, strconv.Itoa(r.Records), strconv.Itoa(r.Keys), r.PerSecond, r.PeakRSSBytes>>20)

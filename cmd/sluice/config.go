@@ -43,6 +43,7 @@ const (
 	keyIdleTimeout     = "idle.timeout"
 	keyAppServer       = "application.server"
 	keyMemoryBudget    = "state.memory.budget"
+	keyMemoryGoLimit   = "state.memory.go.limit"
 	// Standby replicas and warm-up (processor/standby.go), and the group
 	// session timeout that a static member restarts within.
 	keyAcceptableLag  = "acceptable.recovery.lag"
@@ -73,6 +74,7 @@ var appKeys = []struct{ key, flag string }{
 	{keyMaxRecordBytes, "max-record-bytes"},
 	{keyIdleTimeout, "idle-timeout"},
 	{keyMemoryBudget, "memory-budget"},
+	{keyMemoryGoLimit, "limit-go-memory"},
 	{keyAppServer, "advertised-endpoint"},
 	{keyHTTPAddress, "http"},
 	{keyHTTPTLSCert, "http-tls-cert"},
@@ -125,6 +127,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.Int("max-record-bytes", d.MaxRecordBytes, "max.record.bytes: larger output records are production errors, handled by the error policy")
 	f.Duration("idle-timeout", d.IdleTimeout, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
 	f.String("memory-budget", formatBytes(d.StateMemoryBudget), "state.memory.budget: memory of the instance's state (`bytes`, e.g. 512MiB): half a block cache shared by its Pebble stores, a quarter memtables, a quarter the stages of uncommitted writes, committing early when they fill it")
+	f.Bool("limit-go-memory", d.StateMemoryGoLimit, "state.memory.go.limit: set the Go runtime's soft memory limit from the memory budget (its part in the Go heap plus 256MiB), so that RSS stays flat as the state grows; GOMEMLIMIT, when set, wins")
 	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
 	f.String("http", "", "http.address: serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this `address` (a port alone binds 127.0.0.1); off when empty")
 	addHTTPSecurityFlags(f)
@@ -152,6 +155,7 @@ type appConfig struct {
 	MaxRecordBytes  int
 	IdleTimeout     time.Duration
 	MemoryBudget    int64  // state.memory.budget, bytes
+	MemoryGoLimit   bool   // state.memory.go.limit
 	AppServer       string // application.server, "" if unset
 	HTTPAddress     string // http.address, "" if off
 	LogLevel        slog.Level
@@ -217,6 +221,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyMaxRecordBytes, d.MaxRecordBytes)
 	v.SetDefault(keyIdleTimeout, d.IdleTimeout)
 	v.SetDefault(keyMemoryBudget, formatBytes(d.StateMemoryBudget))
+	v.SetDefault(keyMemoryGoLimit, d.StateMemoryGoLimit)
 	v.SetDefault(keyAppServer, "")
 	v.SetDefault(keyHTTPAddress, "")
 	v.SetDefault(keyLogLevel, "info")
@@ -255,13 +260,8 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		HTTPAddress:     r.str(keyHTTPAddress),
 		LogFormat:       strings.ToLower(r.str(keyLogFormat)),
 	}
-	if s := r.str(keyFoldUpdates); !r.failed(keyFoldUpdates) {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			r.fail(keyFoldUpdates, strconv.Quote(s), errors.New("want true or false"))
-		}
-		c.FoldUpdates = b
-	}
+	c.FoldUpdates = r.bool(keyFoldUpdates)
+	c.MemoryGoLimit = r.bool(keyMemoryGoLimit)
 	if s := r.str(keyLogLevel); !r.failed(keyLogLevel) {
 		if err := c.LogLevel.UnmarshalText([]byte(s)); err != nil {
 			r.fail(keyLogLevel, strconv.Quote(s), errors.New("want debug, info, warn or error"))
@@ -369,6 +369,8 @@ func (c appConfig) opt(key string) processor.Opt {
 		return processor.StreamThreads(c.StreamThreads)
 	case keyFoldUpdates:
 		return processor.FoldUpdates(c.FoldUpdates)
+	case keyMemoryGoLimit:
+		return processor.LimitGoMemory(c.MemoryGoLimit)
 	case keyAcceptableLag:
 		return processor.AcceptableRecoveryLag(int64(c.AcceptableLag))
 	case keyMaxWarmups:
@@ -529,6 +531,20 @@ func (r *resolver) duration(key string, zeroOK bool) time.Duration {
 		r.fail(key, d, errors.New("must be at least 1ms"))
 	}
 	return d
+}
+
+// bool accepts true or false (a YAML boolean, or a string as strconv.ParseBool
+// reads it).
+func (r *resolver) bool(key string) bool {
+	s := r.str(key)
+	if r.failed(key) {
+		return false
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		r.fail(key, strconv.Quote(s), errors.New("want true or false"))
+	}
+	return b
 }
 
 func (r *resolver) nonNegInt(key string) int {

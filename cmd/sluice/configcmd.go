@@ -40,6 +40,7 @@ func newConfigCmd() *cobra.Command {
 				keyMaxRecordBytes:   strconv.Itoa(c.MaxRecordBytes),
 				keyIdleTimeout:      c.IdleTimeout.String(),
 				keyMemoryBudget:     formatBytes(c.MemoryBudget),
+				keyMemoryGoLimit:    strconv.FormatBool(c.MemoryGoLimit),
 				keyHTTPAddress:      c.HTTPAddress,
 				keyHTTPTLSCert:      c.HTTP.Cert,
 				keyHTTPTLSKey:       c.HTTP.Key,

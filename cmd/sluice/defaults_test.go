@@ -36,6 +36,8 @@ func TestDefaultsAreTheProcessors(t *testing.T) {
 		{keyFoldUpdates, got.FoldUpdates, d.FoldUpdates},
 		{keyMaxRecordBytes, got.MaxRecordBytes, d.MaxRecordBytes},
 		{keyIdleTimeout, got.IdleTimeout, d.IdleTimeout},
+		{keyMemoryBudget, got.MemoryBudget, d.StateMemoryBudget},
+		{keyMemoryGoLimit, got.MemoryGoLimit, d.StateMemoryGoLimit},
 	} {
 		if !equalAny(c.got, c.want) {
 			t.Errorf("%s: the command's default %v, processor's %v", c.key, c.got, c.want)

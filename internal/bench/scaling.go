@@ -52,8 +52,10 @@ type ScalingConfig struct {
 
 	Partitions     int32         `json:"partitions"`
 	CommitInterval time.Duration `json:"commit_interval"`
-	// MemoryBudget is every job's state.memory.budget.
-	MemoryBudget int64 `json:"memory_budget"`
+	// MemoryBudget is every job's state.memory.budget; LimitGoMemory
+	// its state.memory.go.limit.
+	MemoryBudget  int64 `json:"memory_budget"`
+	LimitGoMemory bool  `json:"limit_go_memory"`
 
 	// StartBroker starts an empty broker for one point and returns its
 	// addresses and how to stop it.
@@ -86,6 +88,7 @@ type ScalingPoint struct {
 	Partitions     int32         `json:"partitions"`
 	CommitInterval time.Duration `json:"commit_interval"`
 	MemoryBudget   int64         `json:"memory_budget"`
+	LimitGoMemory  bool          `json:"limit_go_memory"`
 	StateDir       string        `json:"state_dir"`
 	AppID          string        `json:"app_id"`
 	// Target is how many records the job must have processed in committed
@@ -233,7 +236,7 @@ func scalingThroughput(ctx context.Context, cfg ScalingConfig, sc, axis string, 
 	defer os.RemoveAll(dir)
 	p := ScalingPoint{Kind: ScalingThroughput, Scenario: sc, Axis: axis, Records: n, Keys: keys, Brokers: addrs,
 		Partitions: cfg.Partitions, CommitInterval: cfg.CommitInterval, MemoryBudget: cfg.MemoryBudget,
-		StateDir: dir, AppID: "scaling-" + sc, Target: int64(n)}
+		LimitGoMemory: cfg.LimitGoMemory, StateDir: dir, AppID: "scaling-" + sc, Target: int64(n)}
 	u, err := cfg.Start(ctx, p)
 	if err != nil {
 		return ScalingResult{}, fmt.Errorf("bench: scaling %s %s %d: %w", sc, axis, n, err)
@@ -295,7 +298,7 @@ func scalingRestore(ctx context.Context, cfg ScalingConfig) ([]ScalingResult, er
 	}
 	defer os.RemoveAll(dir)
 	base := ScalingPoint{Scenario: "latest", Records: keys, Keys: keys, Brokers: addrs, Partitions: cfg.Partitions,
-		CommitInterval: cfg.CommitInterval, MemoryBudget: cfg.MemoryBudget, AppID: "scaling-restore", Target: int64(keys)}
+		CommitInterval: cfg.CommitInterval, MemoryBudget: cfg.MemoryBudget, LimitGoMemory: cfg.LimitGoMemory, AppID: "scaling-restore", Target: int64(keys)}
 	var out []ScalingResult
 
 	load := base
@@ -359,7 +362,7 @@ func runScalingPoint(ctx context.Context, p ScalingPoint, killed func(ScalingUsa
 		// its session, which would count as restore time.
 		processor.InstanceID("scaling-0"),
 		processor.Guarantee(txn.ExactlyOnce), processor.CommitInterval(p.CommitInterval),
-		processor.StateDir(p.StateDir), processor.MemoryBudget(p.MemoryBudget)}
+		processor.StateDir(p.StateDir), processor.MemoryBudget(p.MemoryBudget), processor.LimitGoMemory(p.LimitGoMemory)}
 	switch p.Scenario {
 	case "count":
 		t = topology.New()
