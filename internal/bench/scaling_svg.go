@@ -32,8 +32,8 @@ func ScalingSVG(rep ScalingReport) []byte {
 	var b bytes.Buffer
 	w, h := cols*pw, (len(panels)+cols-1)/cols*ph+30
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, `<title>sluice: how cost grows (state.memory.budget %d MiB, commit.interval %s, %d partitions)</title>`+"\n",
-		rep.Config.MemoryBudget>>20, rep.Config.CommitInterval, rep.Config.Partitions)
+	fmt.Fprintf(&b, `<title>sluice: how cost grows (state.memory.budget %d MiB, state.memory.go.limit %v, commit.interval %s, %d partitions)</title>`+"\n",
+		rep.Config.MemoryBudget>>20, rep.Config.LimitGoMemory, rep.Config.CommitInterval, rep.Config.Partitions)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
 	for i, p := range panels {
 		ox, oy := float64(i%cols*pw), float64(i/cols*ph)
