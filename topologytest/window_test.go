@@ -2,6 +2,7 @@ package topologytest_test
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -153,5 +154,64 @@ func TestMergedSessionsAreRetracted(t *testing.T) {
 	}
 	if want := "[[100,131)=3]"; fmt.Sprint(got) != want {
 		t.Errorf("sessions as a table: %v, want %s", got, want)
+	}
+}
+
+// TestWindowsOfByteKeysCloseTogether: many windows of []byte keys (whose
+// serde decodes without copying) close at one watermark; each result
+// keeps its own key. A decoded key that aliased a buffer the window
+// reuses for the next close came out as the last key closed (the bounded
+// pageviews run's sessions, all counted under two users).
+func TestWindowsOfByteKeysCloseTogether(t *testing.T) {
+	for _, name := range []string{"tumbling", "sessions"} {
+		t.Run(name, func(t *testing.T) {
+			tp := topology.New()
+			in := topology.From(tp, "in", serde.Bytes, serde.String)
+			var ws topology.WindowedStream[[]byte, string]
+			if name == "tumbling" {
+				ws = topology.WindowedBy(topology.GroupByKey(in), window.Tumbling(100*time.Millisecond), topology.EmitFinal())
+			} else {
+				ws = topology.WindowedBy(topology.GroupByKey(in), window.InactivityGap(50*time.Millisecond), topology.EmitFinal())
+			}
+			counts := topology.CountWindows(ws, topology.Materialized("counts", serde.Bytes, serde.Int64))
+			topology.To(topology.Map(topology.ToStream(counts), func(w topology.Windowed[[]byte], n int64) ([]byte, string) {
+				return w.Key, fmt.Sprint(n)
+			}), "out", serde.Bytes, serde.String)
+			d, err := topologytest.New(tp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			pipe := topologytest.NewInputTopic(d, "in", serde.Bytes, serde.String)
+			out := topologytest.NewOutputTopic(d, "out", serde.Bytes, serde.String)
+			want := map[string]string{}
+			for i := range 40 {
+				// Keys of every length from 1 to 40 bytes, key i seen i%3+1 times.
+				k := []byte(fmt.Sprintf("%0*d", i+1, i))
+				for j := range i%3 + 1 {
+					if err := pipe.Pipe(k, "v", int64(10+j)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want[string(k)] = fmt.Sprint(i%3 + 1)
+			}
+			if err := pipe.Pipe([]byte("late-closer"), "v", 10_000); err != nil { // closes every window above at once
+				t.Fatal(err)
+			}
+			rs, err := out.ReadRecords()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, r := range rs {
+				if _, dup := got[string(r.Key)]; dup {
+					t.Errorf("key %q came out twice", r.Key)
+				}
+				got[string(r.Key)] = r.Value
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%d results %v, want %d: %v", len(got), got, len(want), want)
+			}
+		})
 	}
 }

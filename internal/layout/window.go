@@ -70,12 +70,7 @@ func ParseWindowKey(k []byte) (kb []byte, start int64, err error) {
 
 // WindowKeyFromIndex turns an index key back into its window key.
 func WindowKeyFromIndex(ik []byte) []byte {
-	return AppendWindowKeyFromIndex(make([]byte, 0, len(ik)-8), ik)
-}
-
-// AppendWindowKeyFromIndex appends WindowKeyFromIndex(ik) to dst.
-func AppendWindowKeyFromIndex(dst, ik []byte) []byte {
-	return append(append(dst, WindowData), ik[9:]...)
+	return append([]byte{WindowData}, ik[9:]...)
 }
 
 // WindowValue is the value of a window's data key, without its aggregate:

@@ -75,9 +75,9 @@ type Window[K, V, A any] struct {
 	nextEvent, nextProc int64
 	scratch             []window.Bounds
 	// key and ik are Process's scratch for a window's key and its index
-	// entry's, xk expire's for the window key, rk remove's (the stage
-	// copies what it keeps).
-	key, ik, xk, rk []byte
+	// entry's, rk remove's (the stage copies what it keeps; nothing
+	// decodes a key from them).
+	key, ik, rk []byte
 }
 
 // NewWindow returns the runtime of c, for one task.
@@ -371,8 +371,10 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 // then finds the window's entry, which the read just found, without a
 // second lookup.
 func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
-	p.xk = layout.AppendWindowKeyFromIndex(p.xk[:0], ik)
-	key := p.xk
+	// A key of its own, not a scratch buffer: a key serde may decode
+	// without copying (serde.Bytes), and the result forwarded holds the
+	// decoded key past this window's expiry.
+	key := layout.WindowKeyFromIndex(ik)
 	w, ok, err := p.s.Get(key)
 	if err != nil || !ok {
 		return errors.Join(err, p.s.st.Delete(ik))
