@@ -439,15 +439,48 @@ func NexmarkQ18(tp NexmarkTopics) *topology.Topology {
 // NexmarkQ19 keeps the 10 highest bids of each auction, ranked: a table
 // keyed by auction whose value is the ranked list. Bids are keyed by
 // auction already, so there is no repartition.
+//
+// A top-N written with the Processor API, as Kafka Streams users write
+// one: a bid that does not enter its auction's top changes neither the
+// state nor the table, so it writes and emits nothing (Flink's rank
+// operator emits only changed ranks too), and the lists are kept in a
+// binary serde only the job reads (nexmark.BidsBinary), not JSON.
 func NexmarkQ19(tp NexmarkTopics) *topology.Topology {
 	t := topology.New()
-	top := topology.Aggregate(topology.GroupByKey(nexmarkBids(t, tp.Bid)),
-		func() []nexmark.Bid { return nil },
-		func(_ string, b nexmark.Bid, top []nexmark.Bid) []nexmark.Bid { return nexmark.Q19Insert(top, b) },
-		topology.Materialized("q19-top", serde.String, serde.JSON[[]nexmark.Bid]()))
-	topology.To(topology.MapValues(topology.ToStream(top), nexmark.Q19Rows), tp.Output, serde.String, serde.JSON[[]nexmark.Q19Row]())
+	tops := topology.Materialized("q19-top", serde.String, nexmark.BidsBinary)
+	ranked := topology.Process(nexmarkBids(t, tp.Bid), "q19-rank", func() topology.Processor[string, nexmark.Bid, string, []nexmark.Q19Row] {
+		return &q19Rank{tops: tops}
+	}, tops)
+	topology.To(ranked, tp.Output, serde.String, serde.JSON[[]nexmark.Q19Row]())
 	return t
 }
+
+// q19Rank keeps each auction's top bids and forwards the ranked list
+// whenever it changes.
+type q19Rank struct {
+	tops topology.Materialization[string, []nexmark.Bid]
+	kv   *topology.KV[string, []nexmark.Bid]
+	ctx  *topology.ProcessorContext[string, []nexmark.Q19Row]
+}
+
+func (q *q19Rank) Init(ctx *topology.ProcessorContext[string, []nexmark.Q19Row]) error {
+	q.ctx, q.kv = ctx, q.tops.Open(ctx)
+	return nil
+}
+
+func (q *q19Rank) Process(r topology.Record[string, nexmark.Bid]) error {
+	top, _, err := q.kv.Get(r.Key)
+	if err != nil || nexmark.Q19Rank(top, r.Value) >= nexmark.Q19TopN {
+		return err
+	}
+	top = nexmark.Q19Insert(top, r.Value)
+	if err := q.kv.Put(r.Key, top); err != nil {
+		return err
+	}
+	return q.ctx.Forward(topology.Record[string, []nexmark.Q19Row]{Key: r.Key, Value: nexmark.Q19Rows(top), Timestamp: r.Timestamp})
+}
+
+func (q *q19Rank) Close() error { return nil }
 
 // NexmarkQ20 joins each bid with its auction (bidsWithAuctions) and keeps
 // the auctions of category 10.

@@ -128,13 +128,20 @@ type Q19Row struct {
 	RankNumber int64 `json:"rank_number"`
 }
 
-// Q19Insert inserts b into top (at most Q19TopN bids by price, highest
-// first, earlier first among equal prices) and returns the new list.
-func Q19Insert(top []Bid, b Bid) []Bid {
+// Q19Rank is where b enters top (see Q19Insert): its index, Q19TopN or
+// more if it does not enter.
+func Q19Rank(top []Bid, b Bid) int {
 	i := len(top)
 	for i > 0 && top[i-1].Price < b.Price {
 		i--
 	}
+	return i
+}
+
+// Q19Insert inserts b into top (at most Q19TopN bids by price, highest
+// first, earlier first among equal prices) and returns the new list.
+func Q19Insert(top []Bid, b Bid) []Bid {
+	i := Q19Rank(top, b)
 	if i >= Q19TopN {
 		return top
 	}
