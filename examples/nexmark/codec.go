@@ -84,17 +84,10 @@ func (r *binReader) uvarint() uint64 {
 	return v
 }
 
+// varint undoes binary.AppendVarint's zig-zag over a uvarint.
 func (r *binReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%w: a truncated or overlong number", errBids)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (r *binReader) string() string {
