@@ -105,10 +105,10 @@ func (s *Timers[K]) Due(d Domain, now int64) ([]Timer[K], error) {
 	if now < s.next[d] {
 		return nil, nil
 	}
-	// No timer lies below next[d]: the scan starts there, and the one
-	// for the next bound past now, once every timer up to now is
-	// removed, not over the timers removed earlier in the transaction,
-	// which the stage and the engine still hold as deletes.
+	// No timer lies below next[d], so the scan starts there; once every
+	// timer up to now is removed, the search for the next bound starts
+	// past now. Neither passes again over the timers removed earlier in
+	// the transaction, which the stage and the engine hold as deletes.
 	keys, err := DueIndex(s.s, d.prefix(), s.next[d], now)
 	if err != nil {
 		return nil, err
