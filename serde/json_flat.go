@@ -1,0 +1,555 @@
+package serde
+
+import (
+	"encoding"
+	stdjson "encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// The fast path of JSON for flat structs: a struct whose JSON fields are
+// all integers, strings, booleans or encoding/json.Number is encoded and
+// decoded here, without the general machinery, in the common shapes; any
+// other shape goes to the general path, which decides it exactly as
+// before. Records of events and rows (a bid, a page view, a bill) are
+// such structs, and JSON was most of the CPU of the jobs that carry them.
+//
+// The encoder writes what the general path writes, byte for byte, for
+// every value whose strings are valid UTF-8 without control characters
+// or U+2028/U+2029, and whose Numbers are plain decimals; it hands any
+// other value to the general path. The decoder takes an object of the
+// struct's own field names, each at most once, in any order, with
+// strings whose escapes are the simple ones (no surrogates), plain
+// integers within the field's size, true or false; anything else
+// (another spelling of a name, an unknown field, null, a float for an
+// integer, malformed input) goes to the general path, from a zero value.
+// TestJSONFlatMatchesEncodingJSON and FuzzJSONFlatMatchesEncodingJSON
+// hold both paths to encoding/json.
+//
+// Fields are reached through their offsets (package unsafe): the struct
+// types qualify only if every field is of a predeclared kind, so each
+// load and store is of the field's own type.
+
+type flatKind uint8
+
+const (
+	flatInt flatKind = iota
+	flatString
+	flatBool
+	flatNumber // encoding/json.Number: a string holding a number literal
+)
+
+type flatField struct {
+	name      string // the JSON name
+	key       string // `"name":`
+	off       uintptr
+	size      uintptr // of an integer: 1, 2, 4 or 8 bytes
+	kind      flatKind
+	omitEmpty bool
+}
+
+// flatCodec encodes and decodes one struct type.
+type flatCodec struct {
+	fields []flatField
+}
+
+var flatCodecs sync.Map // reflect.Type → *flatCodec (nil: the type does not qualify)
+
+// flatCodecFor is t's flat codec, or nil if t does not qualify.
+func flatCodecFor(t reflect.Type) *flatCodec {
+	if c, ok := flatCodecs.Load(t); ok {
+		return c.(*flatCodec)
+	}
+	c := newFlatCodec(t)
+	flatCodecs.Store(t, c)
+	return c
+}
+
+var (
+	numberType = reflect.TypeFor[stdjson.Number]()
+	// Types with any of these methods encode or decode themselves.
+	ownCodecs = []reflect.Type{
+		reflect.TypeFor[stdjson.Marshaler](), reflect.TypeFor[stdjson.Unmarshaler](),
+		reflect.TypeFor[encoding.TextMarshaler](), reflect.TypeFor[encoding.TextUnmarshaler](),
+		reflect.TypeFor[jsonv2.MarshalerTo](), reflect.TypeFor[jsonv2.UnmarshalerFrom](),
+	}
+)
+
+func hasOwnCodec(t reflect.Type) bool {
+	for _, m := range ownCodecs {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return true
+		}
+	}
+	return false
+}
+
+func newFlatCodec(t reflect.Type) *flatCodec {
+	if t.Kind() != reflect.Struct || hasOwnCodec(t) || t.NumField() > 64 {
+		return nil
+	}
+	c := &flatCodec{}
+	names := map[string]bool{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			return nil // embedded fields' promotion rules: the general path
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		f := flatField{name: sf.Name, off: sf.Offset, size: sf.Type.Size()}
+		if tag, ok := sf.Tag.Lookup("json"); ok {
+			name, opts, _ := strings.Cut(tag, ",")
+			if tag == "-" {
+				continue
+			}
+			switch opts {
+			case "":
+			case "omitempty":
+				f.omitEmpty = true
+			default:
+				return nil // ,string, omitzero and the rest
+			}
+			if name != "" {
+				f.name = name
+			}
+		}
+		if !plainName(f.name) || names[strings.ToLower(f.name)] {
+			return nil // names that need quoting, or that fold together
+		}
+		names[strings.ToLower(f.name)] = true
+		ft := sf.Type
+		switch {
+		case ft == numberType:
+			f.kind = flatNumber
+		case ft.NumMethod() > 0 || reflect.PointerTo(ft).NumMethod() > 0:
+			return nil // a named type with methods may encode itself
+		case ft.Kind() == reflect.String:
+			f.kind = flatString
+		case ft.Kind() == reflect.Bool:
+			f.kind = flatBool
+		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Int64:
+			f.kind = flatInt
+		default:
+			return nil
+		}
+		f.key = `"` + f.name + `":`
+		c.fields = append(c.fields, f)
+	}
+	return c
+}
+
+// plainName: letters, digits and '_', which every encoder writes as they
+// are and every decoder matches as they are.
+func plainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// appendValue appends the JSON of the struct at p to dst, or returns
+// ok=false (and dst as it was) if the value needs the general path.
+func (c *flatCodec) appendValue(dst []byte, p unsafe.Pointer) (_ []byte, ok bool) {
+	start := len(dst)
+	sep := byte('{')
+	for i := range c.fields {
+		f := &c.fields[i]
+		fp := unsafe.Add(p, f.off)
+		switch f.kind {
+		case flatInt:
+			n := loadInt(fp, f.size)
+			if f.omitEmpty && n == 0 {
+				continue
+			}
+			dst = append(append(dst, sep), f.key...)
+			dst = strconv.AppendInt(dst, n, 10)
+		case flatBool:
+			v := *(*bool)(fp)
+			if f.omitEmpty && !v {
+				continue
+			}
+			dst = append(append(dst, sep), f.key...)
+			dst = strconv.AppendBool(dst, v)
+		case flatString:
+			s := *(*string)(fp)
+			if f.omitEmpty && s == "" {
+				continue
+			}
+			dst = append(append(dst, sep), f.key...)
+			if dst, ok = appendFlatString(dst, s); !ok {
+				return dst[:start], false
+			}
+		case flatNumber:
+			s := *(*string)(fp)
+			if f.omitEmpty && s == "" {
+				continue
+			}
+			if n, ok := scanDecimal(s); !ok || n != len(s) {
+				return dst[:start], false // "" (written as 0), exponents, or invalid
+			}
+			dst = append(append(dst, sep), f.key...)
+			dst = append(dst, s...)
+		}
+		sep = ','
+	}
+	if sep == '{' {
+		return append(dst, '{', '}'), true
+	}
+	return append(dst, '}'), true
+}
+
+func loadInt(p unsafe.Pointer, size uintptr) int64 {
+	switch size {
+	case 1:
+		return int64(*(*int8)(p))
+	case 2:
+		return int64(*(*int16)(p))
+	case 4:
+		return int64(*(*int32)(p))
+	}
+	return *(*int64)(p)
+}
+
+// storeInt stores n into an integer of size bytes at p, if it fits.
+func storeInt(p unsafe.Pointer, size uintptr, n int64) bool {
+	switch size {
+	case 1:
+		if int64(int8(n)) != n {
+			return false
+		}
+		*(*int8)(p) = int8(n)
+	case 2:
+		if int64(int16(n)) != n {
+			return false
+		}
+		*(*int16)(p) = int16(n)
+	case 4:
+		if int64(int32(n)) != n {
+			return false
+		}
+		*(*int32)(p) = int32(n)
+	default:
+		*(*int64)(p) = n
+	}
+	return true
+}
+
+// appendFlatString appends s quoted as encoding/json quotes it, for the
+// strings whose quoting is certain: valid UTF-8 without control
+// characters or U+2028/U+2029 (ok=false for the rest). '"' and '\' are
+// escaped with a backslash, and '<', '>' and '&' as \u003c, \u003e and
+// \u0026, as encoding/json's HTML-safe default does.
+func appendFlatString(dst []byte, s string) (_ []byte, ok bool) {
+	dst = append(dst, '"')
+	from := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
+				return dst, false
+			}
+			i += n
+			continue
+		}
+		var esc string
+		switch {
+		case c < 0x20:
+			return dst, false
+		case c == '"':
+			esc = `\"`
+		case c == '\\':
+			esc = `\\`
+		case c == '<':
+			esc = `\u003c`
+		case c == '>':
+			esc = `\u003e`
+		case c == '&':
+			esc = `\u0026`
+		default:
+			i++
+			continue
+		}
+		dst = append(append(dst, s[from:i]...), esc...)
+		i++
+		from = i
+	}
+	return append(append(dst, s[from:]...), '"'), true
+}
+
+// scanDecimal is the length of the plain decimal number at the start of
+// s (-?(0|[1-9][0-9]*)(\.[0-9]+)?), ok=false if s does not start with
+// one.
+func scanDecimal[B []byte | string](s B) (n int, ok bool) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	d := i
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	if i == d || s[d] == '0' && i-d > 1 {
+		return 0, false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		f := i
+		for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+			i++
+		}
+		if i == f {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// decode decodes b into the zero struct at p if b has the simple shape
+// (see above); ok=false says only that the general path must decide (p
+// may then hold some fields).
+func (c *flatCodec) decode(b []byte, p unsafe.Pointer) (ok bool) {
+	i := skipJSONSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipJSONSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipJSONSpace(b, i+1) == len(b)
+	}
+	var seen uint64
+	next := 0 // the field expected next: names usually come in order
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '"' && b[j] != '\\' {
+			j++
+		}
+		if j >= len(b) || b[j] != '"' {
+			return false
+		}
+		name := b[i+1 : j]
+		k := -1
+		if next < len(c.fields) && c.fields[next].name == string(name) {
+			k = next
+		} else {
+			for n := range c.fields {
+				if c.fields[n].name == string(name) {
+					k = n
+					break
+				}
+			}
+		}
+		if k < 0 || seen&(1<<k) != 0 {
+			return false // unknown, another spelling, or repeated
+		}
+		seen |= 1 << k
+		next = k + 1
+		i = skipJSONSpace(b, j+1)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipJSONSpace(b, i+1)
+		f := &c.fields[k]
+		fp := unsafe.Add(p, f.off)
+		switch f.kind {
+		case flatString:
+			s, n, ok := readFlatString(b, i)
+			if !ok {
+				return false
+			}
+			*(*string)(fp) = s
+			i = n
+		case flatInt:
+			n, end, ok := readFlatInteger(b, i)
+			if !ok || !storeInt(fp, f.size, n) {
+				return false
+			}
+			i = end
+		case flatBool:
+			switch {
+			case hasLiteral(b, i, "true"):
+				*(*bool)(fp), i = true, i+4
+			case hasLiteral(b, i, "false"):
+				i += 5
+			default:
+				return false
+			}
+		case flatNumber:
+			n, ok := scanDecimal(b[i:])
+			if !ok {
+				return false
+			}
+			*(*string)(fp) = string(b[i : i+n])
+			i += n
+		}
+		i = skipJSONSpace(b, i)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipJSONSpace(b, i+1)
+		case '}':
+			return skipJSONSpace(b, i+1) == len(b)
+		default:
+			return false // also what follows a number: '.', 'e', another digit
+		}
+	}
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func hasLiteral(b []byte, i int, lit string) bool {
+	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+}
+
+// readFlatInteger reads the integer at b[i]: -?(0|[1-9][0-9]*) within int64.
+func readFlatInteger(b []byte, i int) (n int64, end int, ok bool) {
+	neg := i < len(b) && b[i] == '-'
+	j := i
+	if neg {
+		j++
+	}
+	d := j
+	var u uint64
+	for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+		if j-d >= 18 {
+			// 19 digits or more: near the limits, strconv decides.
+			for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+				j++
+			}
+			if b[d] == '0' {
+				return 0, 0, false
+			}
+			n, err := strconv.ParseInt(string(b[i:j]), 10, 64)
+			return n, j, err == nil
+		}
+		u = u*10 + uint64(b[j]-'0')
+		j++
+	}
+	if j == d || b[d] == '0' && j-d > 1 {
+		return 0, 0, false
+	}
+	if neg {
+		return -int64(u), j, true
+	}
+	return int64(u), j, true
+}
+
+// readFlatString reads the string at b[i] if its escapes are the simple ones
+// and its bytes valid UTF-8 without control characters.
+func readFlatString(b []byte, i int) (s string, end int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, false
+	}
+	j := i + 1
+	ascii := true
+	for j < len(b) && b[j] != '"' && b[j] != '\\' {
+		if b[j] < 0x20 {
+			return "", 0, false
+		}
+		ascii = ascii && b[j] < utf8.RuneSelf
+		j++
+	}
+	if j >= len(b) {
+		return "", 0, false
+	}
+	if b[j] == '"' {
+		if !ascii && !utf8.Valid(b[i+1:j]) {
+			return "", 0, false
+		}
+		return string(b[i+1 : j]), j + 1, true
+	}
+	// Escapes: unquote into a new slice.
+	out := make([]byte, 0, j-i+16)
+	out = append(out, b[i+1:j]...)
+	for j < len(b) {
+		c := b[j]
+		switch {
+		case c == '"':
+			if !ascii && !utf8.Valid(out) {
+				return "", 0, false
+			}
+			return string(out), j + 1, true
+		case c < 0x20:
+			return "", 0, false
+		case c != '\\':
+			ascii = ascii && c < utf8.RuneSelf
+			out = append(out, c)
+			j++
+			continue
+		}
+		if j+1 >= len(b) {
+			return "", 0, false
+		}
+		switch e := b[j+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			if j+6 > len(b) {
+				return "", 0, false
+			}
+			r, ok := hex4(b[j+2 : j+6])
+			if !ok || r >= 0xd800 && r < 0xe000 {
+				return "", 0, false // surrogates: the general path pairs or replaces them
+			}
+			out = utf8.AppendRune(out, rune(r))
+			j += 4
+		default:
+			return "", 0, false
+		}
+		j += 2
+	}
+	return "", 0, false
+}
+
+// hex4 is the value of four hexadecimal digits.
+func hex4(h []byte) (rune, bool) {
+	var r rune
+	for _, c := range h {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}

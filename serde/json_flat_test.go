@@ -1,0 +1,150 @@
+package serde
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/sluice-streams/sluice/internal/testkeys"
+)
+
+// jsonFlat is a flat struct (json_flat.go): every field kind the fast
+// path takes, with and without tags and omitempty, and fields JSON skips.
+type jsonFlat struct {
+	ID     int64       `json:"id"`
+	Small  int8        `json:"small"`
+	Mid    int16       `json:"mid,omitempty"`
+	N32    int32       // no tag: the Go name, matched case-insensitively by the general path
+	N      int         `json:"n,omitempty"`
+	S      string      `json:"s"`
+	Opt    string      `json:"opt,omitempty"`
+	OK     bool        `json:"ok"`
+	Maybe  bool        `json:"maybe,omitempty"`
+	Price  json.Number `json:"price"`
+	Kind   flatName    `json:"kind"`
+	Skip   string      `json:"-"`
+	hidden int
+}
+
+type flatName string // a named type without methods qualifies
+
+type textInt int // with methods it does not: it may encode itself
+
+func (t textInt) MarshalText() ([]byte, error) { return []byte("t"), nil }
+
+func TestJSONFlatQualifies(t *testing.T) {
+	if flatCodecFor(reflect.TypeFor[jsonFlat]()) == nil {
+		t.Fatal("jsonFlat does not take the fast path")
+	}
+	for name, typ := range map[string]reflect.Type{
+		"embedded": reflect.TypeFor[jsonDoc](),
+		",string": reflect.TypeFor[struct {
+			N int64 `json:"n,string"`
+		}](),
+		"omitzero": reflect.TypeFor[struct {
+			N int64 `json:"n,omitzero"`
+		}](),
+		"methods":    reflect.TypeFor[struct{ T textInt }](),
+		"own codec":  reflect.TypeFor[json.RawMessage](),
+		"float":      reflect.TypeFor[struct{ F float64 }](),
+		"uint":       reflect.TypeFor[struct{ U uint32 }](),
+		"pointer":    reflect.TypeFor[*jsonFlat](),
+		"not struct": reflect.TypeFor[int64](),
+		"fold case": reflect.TypeFor[struct {
+			A int64 `json:"x"`
+			B int64 `json:"X"`
+		}](),
+		"odd name": reflect.TypeFor[struct {
+			A int64 `json:"a-b"`
+		}](),
+	} {
+		if flatCodecFor(typ) != nil {
+			t.Errorf("%s (%v) takes the fast path", name, typ)
+		}
+	}
+}
+
+// TestJSONFlatMatchesEncodingJSON is TestJSONMatchesEncodingJSON for a
+// flat struct, and checks that the fast path, not the general one, is
+// what encodes and decodes the common shapes.
+func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
+	s := JSON[jsonFlat]()
+	c := flatCodecFor(reflect.TypeFor[jsonFlat]())
+	nums := []int64{0, 1, -1, math.MaxInt64, math.MinInt64, 1 << 53, 999999999999999999, 1000000000000000000, -1000000000000000000}
+	prices := []json.Number{"0", "-12.5", "206761.588", "7", "1e21", "", "12345678901234567890", "-0.001"}
+	// The strings the fast path encodes: valid UTF-8 without control
+	// characters or U+2028/U+2029 (json_flat.go).
+	fastString := func(s string) bool {
+		return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x2028 || r == 0x2029 })
+	}
+	fastEncodes, fastDecodes := 0, 0
+	strs := append(jsonStrings(), testkeys.All()...) // every length, UUIDs
+	for i, str := range strs {
+		d := jsonFlat{ID: nums[i%len(nums)], Small: int8(i * 37), Mid: int16(i % 3 * 1000), N32: int32(-i), N: i % 2,
+			S: str, Opt: str, OK: i%2 == 0, Maybe: i%3 == 0, Price: prices[i%len(prices)], Kind: flatName(str), Skip: "skip", hidden: i}
+		want, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Encode(d)
+		if err != nil {
+			t.Fatalf("doc %d: %v", i, err)
+		}
+		if utf8.ValidString(str) && string(got) != string(want) {
+			t.Fatalf("doc %d: Encode = %s;\nencoding/json %s", i, got, want)
+		}
+		if app, err := AppendEncode(s, []byte("prefix"), d); err != nil || string(app) != "prefix"+string(got) {
+			t.Fatalf("doc %d: AppendEncode = %s, %v", i, app, err)
+		}
+		_, simplePrice := scanDecimal(string(d.Price))
+		simplePrice = simplePrice && !strings.Contains(string(d.Price), "e")
+		b, ok := c.appendValue([]byte("p"), unsafe.Pointer(&d))
+		switch {
+		case ok && string(b) != "p"+string(want):
+			t.Fatalf("doc %d: fast path %s;\nencoding/json %s", i, b, want)
+		case ok != (fastString(str) && simplePrice):
+			t.Errorf("doc %d (%q, price %q): fast path %v", i, str, d.Price, ok)
+		case ok:
+			fastEncodes++
+		}
+		sameDecode(t, s, want)
+		var v jsonFlat
+		if c.decode(want, unsafe.Pointer(&v)) {
+			fastDecodes++
+		} else if simplePrice {
+			t.Errorf("doc %d: %s not decoded by the fast path", i, want)
+		}
+	}
+	if fastEncodes < 30 || fastDecodes < len(strs)*3/4 { // not a vacuous run
+		t.Errorf("fast path encoded %d and decoded %d values", fastEncodes, fastDecodes)
+	}
+	for _, in := range []string{
+		`{}`, ` { "id" : 1 , "s" : "x" } `, "{\"s\":\"tab\\t\\n\\r\\b\\f\\/\\\\\\\"\",\"id\":-0}",
+		`{"s":"\u00e9\u2028\u0000\u0041"}`, `{"s":"\ud83c\udf89"}`, `{"s":"\ud800"}`, `{"s":"\udc00x"}`, "{\"s\":\"\x01\"}",
+		"{\"s\":\"\xff\"}", "{\"s\":\"gr\xc3\xbc\xc3\"}", `{"s":"a\u00"}`, `{"s":"\uZZZZ"}`, `{"s":"\a"}`, `{"s":"x\`,
+		`{"id":1.5}`, `{"id":01}`, `{"id":-}`, `{"id":-0}`, `{"id":1e3}`, `{"id":9223372036854775807}`, `{"id":9223372036854775808}`,
+		`{"id":-9223372036854775808}`, `{"id":-9223372036854775809}`, `{"id":00000000000000000001}`, `{"id":1234567890123456789}`,
+		`{"id":12345678901234567890}`, `{"small":127}`, `{"small":128}`, `{"small":-128}`, `{"small":-129}`, `{"mid":40000}`,
+		`{"ok":true,"maybe":false}`, `{"ok":tru}`, `{"ok":null}`, `{"ok":1}`, `{"s":null}`, `{"id":"1"}`, `{"s":1}`,
+		`{"price":"1.5"}`, `{"price":1e3}`, `{"price":-0.0}`, `{"price":1.}`, `{"price":.5}`, `{"price":"x"}`,
+		`{"n32":5}`, `{"N32":5}`, `{"ID":5}`, `{"id":1,"id":2}`, `{"Skip":"x"}`, `{"-":"x"}`, `{"hidden":1}`, `{"other":[1,{"a":2}]}`,
+		`{"id":1}x`, `{"id":1,}`, `{,}`, `{"id":1 "s":"x"}`, `{"id"1}`, `{"id":}`, `[{"id":1}]`, `null`, ``, `{`, `{"kind":"k"}`,
+	} {
+		sameDecode(t, s, []byte(in))
+	}
+}
+
+// FuzzJSONFlatMatchesEncodingJSON: arbitrary bytes decode as encoding/json
+// decodes them into a flat struct, and what decodes encodes back to
+// encoding/json's bytes.
+func FuzzJSONFlatMatchesEncodingJSON(f *testing.F) {
+	f.Add([]byte(`{"id":1,"small":-3,"mid":7,"N32":2,"n":1,"s":"x\u0026y","opt":"o","ok":true,"maybe":true,"price":"1.5","kind":"k"}`))
+	f.Add([]byte(`{"price":12.25,"s":"\ud83c\udf89<>","ID":9223372036854775807}`))
+	f.Add([]byte("{\"s\":\"\xff\",\"id\":-0}"))
+	s := JSON[jsonFlat]()
+	f.Fuzz(func(t *testing.T, in []byte) { sameRoundTrip(t, s, in) })
+}
