@@ -59,6 +59,7 @@ func withNexmark(cmd *cobra.Command) *cobra.Command {
 		}
 		cfg.Partitions, _ = f.GetInt32("partitions")
 		cfg.CommitInterval, _ = f.GetDuration("commit-interval")
+		cfg.CPUProfile, _ = f.GetString("cpuprofile-timed")
 		inProcess, _ := f.GetBool("in-process")
 		asJSON, _ := f.GetBool("json")
 		w := c.OutOrStdout()

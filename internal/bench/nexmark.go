@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -40,6 +41,9 @@ type NexmarkConfig struct {
 	CommitInterval time.Duration
 	Queries        []string // default: nexmark.Queries
 	Brokers        []string // the cluster (the broker in a process of its own, so its CPU is not the job's)
+	// CPUProfile, if set, has each query's job write a CPU profile of
+	// itself to CPUProfile-<query>.prof.
+	CPUProfile string
 	// Start runs a query's job; see NexmarkStart.
 	Start NexmarkStart
 }
@@ -58,6 +62,7 @@ type NexmarkJob struct {
 	Bounded        bool                   `json:"bounded"`
 	Brokers        []string               `json:"brokers"`
 	CommitInterval time.Duration          `json:"commit_interval"`
+	CPUProfile     string                 `json:"cpu_profile,omitempty"` // a file for the job's CPU profile
 }
 
 // NexmarkUsage is what a job's process used: CPU time (user and system)
@@ -176,6 +181,9 @@ func runNexmarkQuery(ctx context.Context, cfg NexmarkConfig, events []nexmark.Ev
 	}()
 
 	job := NexmarkJob{Query: q, AppID: "bench-" + tp.Output, Topics: tp, Bounded: NexmarkBounded[q], Brokers: cfg.Brokers, CommitInterval: cfg.CommitInterval}
+	if cfg.CPUProfile != "" {
+		job.CPUProfile = cfg.CPUProfile + "-" + q + ".prof"
+	}
 	start := time.Now()
 	stop, exited, err := cfg.Start(ctx, job)
 	if err != nil {
@@ -257,6 +265,17 @@ func RunNexmarkJob(ctx context.Context, job NexmarkJob) (NexmarkUsage, error) {
 	app, err := processor.New(tp, opts...)
 	if err != nil {
 		return NexmarkUsage{}, err
+	}
+	if job.CPUProfile != "" {
+		f, err := os.Create(job.CPUProfile)
+		if err != nil {
+			return NexmarkUsage{}, fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return NexmarkUsage{}, fmt.Errorf("bench: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	err = app.Run(ctx)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
