@@ -13,10 +13,11 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 )
 
-// The fast path of JSON for flat structs: a struct whose JSON fields are
-// all integers, strings, booleans or encoding/json.Number is encoded and
-// decoded here, without the general machinery, in the common shapes; any
-// other shape goes to the general path, which decides it exactly as
+// The fast path of JSON for flat structs: a struct whose JSON fields
+// (its own, and those of the structs it embeds) are all integers,
+// strings, booleans or encoding/json.Number is encoded and decoded here,
+// without the general machinery, in the common shapes; any other shape
+// goes to the general path, which decides it exactly as
 // before. Records of events and rows (a bid, a page view, a bill) are
 // such structs, and JSON was most of the CPU of the jobs that carry them.
 //
@@ -32,9 +33,9 @@ import (
 // TestJSONFlatMatchesEncodingJSON and FuzzJSONFlatMatchesEncodingJSON
 // hold both paths to encoding/json.
 //
-// Fields are reached through their offsets (package unsafe): the struct
-// types qualify only if every field is of a predeclared kind, so each
-// load and store is of the field's own type.
+// Fields are reached through their offsets (package unsafe): a struct
+// qualifies only if every field's kind is one of those, so each load
+// and store is of the field's own representation.
 
 type flatKind uint8
 
@@ -91,38 +92,53 @@ func hasOwnCodec(t reflect.Type) bool {
 }
 
 func newFlatCodec(t reflect.Type) *flatCodec {
-	if t.Kind() != reflect.Struct || hasOwnCodec(t) || t.NumField() > 64 {
+	if t.Kind() != reflect.Struct || hasOwnCodec(t) {
 		return nil
 	}
 	c := &flatCodec{}
-	names := map[string]bool{}
+	if !c.addFields(t, 0, map[string]bool{}) || len(c.fields) > 64 {
+		return nil
+	}
+	return c
+}
+
+// addFields adds the JSON fields of struct type t, at offset base in the
+// value, to c, in encoding/json's order (an embedded struct's fields
+// where it is embedded); false if t does not qualify.
+func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]bool) bool {
 	for i := range t.NumField() {
 		sf := t.Field(i)
+		tag, tagged := sf.Tag.Lookup("json")
 		if sf.Anonymous {
-			return nil // embedded fields' promotion rules: the general path
-		}
-		if !sf.IsExported() {
+			// An untagged embedded struct's fields are promoted;
+			// other embeddings (pointers, tags, other kinds) take
+			// encoding/json's rules: the general path.
+			if tagged || sf.Type.Kind() != reflect.Struct || !c.addFields(sf.Type, base+sf.Offset, names) {
+				return false
+			}
 			continue
 		}
-		f := flatField{name: sf.Name, off: sf.Offset, size: sf.Type.Size()}
-		if tag, ok := sf.Tag.Lookup("json"); ok {
+		if !sf.IsExported() || tag == "-" {
+			continue
+		}
+		f := flatField{name: sf.Name, off: base + sf.Offset, size: sf.Type.Size()}
+		if tagged {
 			name, opts, _ := strings.Cut(tag, ",")
-			if tag == "-" {
-				continue
-			}
 			switch opts {
 			case "":
 			case "omitempty":
 				f.omitEmpty = true
 			default:
-				return nil // ,string, omitzero and the rest
+				return false // ,string, omitzero and the rest
 			}
 			if name != "" {
 				f.name = name
 			}
 		}
+		// Names that need quoting, or that fold together (which
+		// encoding/json resolves by depth and tags).
 		if !plainName(f.name) || names[strings.ToLower(f.name)] {
-			return nil // names that need quoting, or that fold together
+			return false
 		}
 		names[strings.ToLower(f.name)] = true
 		ft := sf.Type
@@ -130,7 +146,7 @@ func newFlatCodec(t reflect.Type) *flatCodec {
 		case ft == numberType:
 			f.kind = flatNumber
 		case ft.NumMethod() > 0 || reflect.PointerTo(ft).NumMethod() > 0:
-			return nil // a named type with methods may encode itself
+			return false // a named type with methods may encode itself
 		case ft.Kind() == reflect.String:
 			f.kind = flatString
 		case ft.Kind() == reflect.Bool:
@@ -138,12 +154,12 @@ func newFlatCodec(t reflect.Type) *flatCodec {
 		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Int64:
 			f.kind = flatInt
 		default:
-			return nil
+			return false
 		}
 		f.key = `"` + f.name + `":`
 		c.fields = append(c.fields, f)
 	}
-	return c
+	return true
 }
 
 // plainName: letters, digits and '_', which every encoder writes as they

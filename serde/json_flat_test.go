@@ -15,7 +15,10 @@ import (
 // jsonFlat is a flat struct (json_flat.go): every field kind the fast
 // path takes, with and without tags and omitempty, and fields JSON skips.
 type jsonFlat struct {
-	ID     int64       `json:"id"`
+	ID int64 `json:"id"`
+	flatBase
+	FlatMore
+
 	Small  int8        `json:"small"`
 	Mid    int16       `json:"mid,omitempty"`
 	N32    int32       // no tag: the Go name, matched case-insensitively by the general path
@@ -31,6 +34,27 @@ type jsonFlat struct {
 }
 
 type flatName string // a named type without methods qualifies
+
+// Embedded structs' fields are promoted, where they are embedded,
+// whether the struct's type is exported or not.
+type flatBase struct {
+	Seq   int64  `json:"seq"`
+	Topic string `json:"topic,omitempty"`
+	inner int
+}
+
+type FlatMore struct {
+	Part int32
+}
+
+type flatTaggedEmbed struct {
+	FlatMore `json:"more"` // a field named more, not promoted fields
+}
+
+type flatShadowed struct {
+	FlatMore
+	Part int64 // shadows FlatMore's by depth
+}
 
 type textInt int // with methods it does not: it may encode itself
 
@@ -61,6 +85,10 @@ func TestJSONFlatQualifies(t *testing.T) {
 		"odd name": reflect.TypeFor[struct {
 			A int64 `json:"a-b"`
 		}](),
+		"embedded pointer":    reflect.TypeFor[struct{ *FlatMore }](),
+		"tagged embedded":     reflect.TypeFor[flatTaggedEmbed](),
+		"shadowed":            reflect.TypeFor[flatShadowed](),
+		"embedded non-struct": reflect.TypeFor[struct{ flatName }](),
 	} {
 		if flatCodecFor(typ) != nil {
 			t.Errorf("%s (%v) takes the fast path", name, typ)
@@ -84,7 +112,7 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 	fastEncodes, fastDecodes := 0, 0
 	strs := append(jsonStrings(), testkeys.All()...) // every length, UUIDs
 	for i, str := range strs {
-		d := jsonFlat{ID: nums[i%len(nums)], Small: int8(i * 37), Mid: int16(i % 3 * 1000), N32: int32(-i), N: i % 2,
+		d := jsonFlat{ID: nums[i%len(nums)], flatBase: flatBase{Seq: int64(i), Topic: []string{"", "t", "<&>"}[i%3], inner: i}, FlatMore: FlatMore{Part: int32(i)}, Small: int8(i * 37), Mid: int16(i % 3 * 1000), N32: int32(-i), N: i % 2,
 			S: str, Opt: str, OK: i%2 == 0, Maybe: i%3 == 0, Price: prices[i%len(prices)], Kind: flatName(str), Skip: "skip", hidden: i}
 		want, err := json.Marshal(d)
 		if err != nil {
@@ -131,7 +159,7 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 		`{"id":12345678901234567890}`, `{"small":127}`, `{"small":128}`, `{"small":-128}`, `{"small":-129}`, `{"mid":40000}`,
 		`{"ok":true,"maybe":false}`, `{"ok":tru}`, `{"ok":null}`, `{"ok":1}`, `{"s":null}`, `{"id":"1"}`, `{"s":1}`,
 		`{"price":"1.5"}`, `{"price":1e3}`, `{"price":-0.0}`, `{"price":1.}`, `{"price":.5}`, `{"price":"x"}`,
-		`{"n32":5}`, `{"N32":5}`, `{"ID":5}`, `{"id":1,"id":2}`, `{"Skip":"x"}`, `{"-":"x"}`, `{"hidden":1}`, `{"other":[1,{"a":2}]}`,
+		`{"n32":5}`, `{"N32":5}`, `{"seq":3,"topic":"t","Part":-2}`, `{"flatBase":{"seq":1}}`, `{"FlatMore":{"Part":1}}`, `{"part":2,"inner":1}`, `{"ID":5}`, `{"id":1,"id":2}`, `{"Skip":"x"}`, `{"-":"x"}`, `{"hidden":1}`, `{"other":[1,{"a":2}]}`,
 		`{"id":1}x`, `{"id":1,}`, `{,}`, `{"id":1 "s":"x"}`, `{"id"1}`, `{"id":}`, `[{"id":1}]`, `null`, ``, `{`, `{"kind":"k"}`,
 	} {
 		sameDecode(t, s, []byte(in))
