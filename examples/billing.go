@@ -70,21 +70,19 @@ type Totals struct {
 var ErrInvalidBill = errors.New("billing: invalid bill")
 
 // BillSerde decodes bills strictly: every field must be present, strings
-// non-empty. Its JSON is encoding/json's, written out by hand for the
-// common shape (billing_codec.go) and on github.com/go-json-experiment/json's
-// encoding/json API for the rest: the same bytes and the same accepted
-// inputs, at a fraction of the cost.
-var BillSerde = serde.Funcs(
-	func(b Bill) ([]byte, error) { return billFast.Encode(b) },
-	func(data []byte) (Bill, error) {
-		// The common shape, every field there and no string empty;
-		// the strict decoding decides everything else.
-		if b, seen, ok := billFast.decodeFast(data); ok && seen == 1<<len(billFields)-1 && b.BillID != "" && b.Account != "" {
-			return b, nil
-		}
-		return decodeBillStrict(data)
-	},
-)
+// non-empty. Its JSON is serde.JSON's (encoding/json's bytes, fast for a
+// flat struct like Bill). A bill whose fields all decode to non-zero
+// values had them all: that is the common case, and it is answered
+// there. Any other input (a zero amount or time, a missing or null field,
+// malformed text) is decided by the strict decoding alone.
+var BillSerde = serde.Funcs(billJSON.Encode, func(data []byte) (Bill, error) {
+	if b, err := billJSON.Decode(data); err == nil && b.BillID != "" && b.Account != "" && b.AmountCents != 0 && b.TS != 0 {
+		return b, nil
+	}
+	return decodeBillStrict(data)
+})
+
+var billJSON = serde.JSON[Bill]()
 
 // decodeBillStrict decodes a bill on encoding/json's rules, every field
 // required and strings non-empty.
@@ -135,19 +133,19 @@ func billing(input, accepted, totals, dlq string, more func(fresh topology.Strea
 	stamped := topology.Process(bills, "stamp", func() topology.Processor[[]byte, Bill, string, AcceptedBill] { return &stamp{} })
 	keyedByAccount, other := topology.Split(stamped, func(k string, b AcceptedBill) bool { return k == b.Account })
 	rekeyed := topology.SelectKey(other, func(_ string, b AcceptedBill) string { return b.Account })
-	byAccount := topology.Merge(keyedByAccount[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, AcceptedBillJSON))
+	byAccount := topology.Merge(keyedByAccount[0], topology.Repartition(rekeyed, "bills-by-account", serde.String, serde.JSON[AcceptedBill]()))
 
 	seen := topology.Materialized("seen-bills", serde.String, serde.Int64)
 	fresh := topology.Process(byAccount, "dedupe", func() topology.Processor[string, AcceptedBill, string, AcceptedBill] {
 		return &dedupe{seen: seen}
 	}, seen)
-	topology.To(fresh, accepted, serde.String, AcceptedBillJSON)
+	topology.To(fresh, accepted, serde.String, serde.JSON[AcceptedBill]())
 
-	sums := topology.Materialized("account-totals", serde.String, TotalsJSON, topology.WithoutCache())
+	sums := topology.Materialized("account-totals", serde.String, serde.JSON[Totals](), topology.WithoutCache())
 	running := topology.Process(fresh, "totals", func() topology.Processor[string, AcceptedBill, string, Totals] {
 		return &total{sums: sums}
 	}, sums)
-	topology.To(running, totals, serde.String, TotalsJSON)
+	topology.To(running, totals, serde.String, serde.JSON[Totals]())
 	if more != nil {
 		more(fresh, running)
 	}
