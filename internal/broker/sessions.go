@@ -64,6 +64,13 @@ func startSessionArmer(c *kfake.Cluster) (*sessionArmer, error) {
 func (a *sessionArmer) saw(group string, gen int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if gen < a.armedAt[group] {
+		// The group was deleted and made again (an application's
+		// reset) and counts its generations from the start. (A late
+		// sync of an older generation lands here too, and costs one
+		// heartbeat it answers with ILLEGAL_GENERATION.)
+		delete(a.armedAt, group)
+	}
 	if gen <= a.armedAt[group] || gen <= a.synced[group] {
 		return
 	}

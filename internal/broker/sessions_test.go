@@ -156,6 +156,19 @@ func deadJoiners(t *testing.T, cfg Config, within time.Duration) (missing int) {
 	return parts - ownedN()
 }
 
+// TestArmerFollowsARecreatedGroup: a group deleted and made again (an
+// application's reset) counts its generations from the start; the armer
+// must arm them, not wait for them to pass the old group's last.
+func TestArmerFollowsARecreatedGroup(t *testing.T) {
+	a := &sessionArmer{wake: make(chan struct{}, 1), synced: map[string]int32{}, armedAt: map[string]int32{"g": 7, "h": 3}}
+	a.saw("g", 1)
+	a.saw("h", 3) // the generation armed last: nothing to do
+	a.saw("h", 4)
+	if want := map[string]int32{"g": 1, "h": 4}; fmt.Sprint(a.synced) != fmt.Sprint(want) {
+		t.Errorf("to arm: %v, want %v", a.synced, want)
+	}
+}
+
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
 	for !cond() {
