@@ -3,6 +3,7 @@ package serde
 import (
 	"encoding"
 	stdjson "encoding/json"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -14,22 +15,23 @@ import (
 )
 
 // The fast path of JSON for flat structs: a struct whose JSON fields
-// (its own, and those of the structs it embeds) are all integers,
+// (its own, and those of the structs it embeds) are all integers, floats,
 // strings, booleans or encoding/json.Number is encoded and decoded here,
 // without the general machinery, in the common shapes; any other shape
-// goes to the general path, which decides it exactly as
-// before. Records of events and rows (a bid, a page view, a bill) are
-// such structs, and JSON was most of the CPU of the jobs that carry them.
+// goes to the general path, which decides it exactly as before. Records
+// of events and rows (a bid, a page view, a bill) are such structs, and
+// JSON was most of the CPU of the jobs that carry them.
 //
 // The encoder writes what the general path writes, byte for byte, for
 // every value whose strings are valid UTF-8 without control characters
-// or U+2028/U+2029, and whose Numbers are plain decimals; it hands any
-// other value to the general path. The decoder takes an object of the
-// struct's own field names, each at most once, in any order, with
-// strings whose escapes are the simple ones (no surrogates), plain
-// integers within the field's size, true or false; anything else
-// (another spelling of a name, an unknown field, null, a float for an
-// integer, malformed input) goes to the general path, from a zero value.
+// or U+2028/U+2029, whose floats are finite and whose Numbers are plain
+// decimals; it hands any other value to the general path. The decoder
+// takes an object of the struct's own field names, each at most once, in
+// any order, with strings whose escapes are the simple ones (no
+// surrogates), plain integers within the field's size, numbers within a
+// float's range, true or false; anything else (another spelling of a
+// name, an unknown field, null, a fraction for an integer, malformed
+// input) goes to the general path, from a zero value.
 // TestJSONFlatMatchesEncodingJSON and FuzzJSONFlatMatchesEncodingJSON
 // hold both paths to encoding/json.
 //
@@ -44,6 +46,7 @@ const (
 	flatString
 	flatBool
 	flatNumber // encoding/json.Number: a string holding a number literal
+	flatFloat  // float32 or float64 (size)
 )
 
 type flatField struct {
@@ -153,6 +156,8 @@ func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]boo
 			f.kind = flatBool
 		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Int64:
 			f.kind = flatInt
+		case ft.Kind() == reflect.Float32 || ft.Kind() == reflect.Float64:
+			f.kind = flatFloat
 		default:
 			return false
 		}
@@ -209,6 +214,16 @@ func (c *flatCodec) appendValue(dst []byte, p unsafe.Pointer) (_ []byte, ok bool
 			if dst, ok = appendFlatString(dst, s); !ok {
 				return dst[:start], false
 			}
+		case flatFloat:
+			v := loadFloat(fp, f.size)
+			if f.omitEmpty && v == 0 {
+				continue
+			}
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return dst[:start], false // the general path's error
+			}
+			dst = append(append(dst, sep), f.key...)
+			dst = appendFlatFloat(dst, v, int(f.size*8))
 		case flatNumber:
 			s := *(*string)(fp)
 			if f.omitEmpty && s == "" {
@@ -238,6 +253,66 @@ func loadInt(p unsafe.Pointer, size uintptr) int64 {
 		return int64(*(*int32)(p))
 	}
 	return *(*int64)(p)
+}
+
+func loadFloat(p unsafe.Pointer, size uintptr) float64 {
+	if size == 4 {
+		return float64(*(*float32)(p))
+	}
+	return *(*float64)(p)
+}
+
+func storeFloat(p unsafe.Pointer, size uintptr, v float64) {
+	if size == 4 {
+		*(*float32)(p) = float32(v)
+	} else {
+		*(*float64)(p) = v
+	}
+}
+
+// appendFlatFloat appends f as encoding/json writes a float of bits bits:
+// the shortest decimal that reads back as f, in exponent form below 1e-6
+// and from 1e21 on (as JavaScript does), its exponent without a leading
+// zero.
+func appendFlatFloat(dst []byte, f float64, bits int) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, bits)
+	if format == 'e' {
+		if n := len(dst); n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1] // e-09 → e-9
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
+
+// scanNumber is the length of the JSON number at the start of b
+// (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?), ok=false if b does not
+// start with one.
+func scanNumber(b []byte) (n int, ok bool) {
+	i, ok := scanDecimal(b)
+	if !ok {
+		return 0, false
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		d := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return 0, false
+		}
+	}
+	return i, true
 }
 
 // storeInt stores n into an integer of size bytes at p, if it fits.
@@ -407,6 +482,17 @@ func (c *flatCodec) decode(b []byte, p unsafe.Pointer) (ok bool) {
 			default:
 				return false
 			}
+		case flatFloat:
+			n, ok := scanNumber(b[i:])
+			if !ok {
+				return false
+			}
+			v, err := strconv.ParseFloat(unsafe.String(&b[i], n), int(f.size*8))
+			if err != nil {
+				return false // out of range: the general path's error
+			}
+			storeFloat(fp, f.size, v)
+			i += n
 		case flatNumber:
 			n, ok := scanDecimal(b[i:])
 			if !ok {

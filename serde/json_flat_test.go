@@ -2,6 +2,7 @@ package serde
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -28,6 +29,8 @@ type jsonFlat struct {
 	OK     bool        `json:"ok"`
 	Maybe  bool        `json:"maybe,omitempty"`
 	Price  json.Number `json:"price"`
+	F      float64     `json:"f"`
+	F32    float32     `json:"f32,omitempty"`
 	Kind   flatName    `json:"kind"`
 	Skip   string      `json:"-"`
 	hidden int
@@ -74,7 +77,7 @@ func TestJSONFlatQualifies(t *testing.T) {
 		}](),
 		"methods":    reflect.TypeFor[struct{ T textInt }](),
 		"own codec":  reflect.TypeFor[json.RawMessage](),
-		"float":      reflect.TypeFor[struct{ F float64 }](),
+		"complex":    reflect.TypeFor[struct{ C complex128 }](),
 		"uint":       reflect.TypeFor[struct{ U uint32 }](),
 		"pointer":    reflect.TypeFor[*jsonFlat](),
 		"not struct": reflect.TypeFor[int64](),
@@ -103,6 +106,9 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 	s := JSON[jsonFlat]()
 	c := flatCodecFor(reflect.TypeFor[jsonFlat]())
 	nums := []int64{0, 1, -1, math.MaxInt64, math.MinInt64, 1 << 53, 999999999999999999, 1000000000000000000, -1000000000000000000}
+	floats := []float64{0, math.Copysign(0, -1), 1, -1.5, 0.1, 1e-6, 9.99e-7, 1e-7, 123456789.125, 1e20, 1e21, 1.5e300,
+		math.MaxFloat64, math.SmallestNonzeroFloat64, math.MaxFloat32, math.SmallestNonzeroFloat32, 1.0 / 3, 2.5e-9, math.NaN(), math.Inf(-1)}
+	floats32 := []float32{0, 1, -1.5, 0.1, 1e-6, 9.99e-7, 1e20, 1e21, math.MaxFloat32, math.SmallestNonzeroFloat32, 1.0 / 3}
 	prices := []json.Number{"0", "-12.5", "206761.588", "7", "1e21", "", "12345678901234567890", "-0.001"}
 	// The strings the fast path encodes: valid UTF-8 without control
 	// characters or U+2028/U+2029 (json_flat.go).
@@ -114,9 +120,16 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 	for i, str := range strs {
 		d := jsonFlat{ID: nums[i%len(nums)], flatBase: flatBase{Seq: int64(i), Topic: []string{"", "t", "<&>"}[i%3], inner: i}, FlatMore: FlatMore{Part: int32(i)}, Small: int8(i * 37), Mid: int16(i % 3 * 1000), N32: int32(-i), N: i % 2,
 			S: str, Opt: str, OK: i%2 == 0, Maybe: i%3 == 0, Price: prices[i%len(prices)], Kind: flatName(str), Skip: "skip", hidden: i}
+		d.F, d.F32 = floats[i%len(floats)], floats32[i%len(floats32)]
 		want, err := json.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil { // NaN or infinity: refused by both
+			if _, err := s.Encode(d); !errors.Is(err, ErrEncode) {
+				t.Fatalf("doc %d: Encode: %v; encoding/json refuses it", i, err)
+			}
+			if _, ok := c.appendValue(nil, unsafe.Pointer(&d)); ok {
+				t.Fatalf("doc %d: the fast path encodes what encoding/json refuses", i)
+			}
+			continue
 		}
 		got, err := s.Encode(d)
 		if err != nil {
@@ -158,6 +171,8 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 		`{"id":-9223372036854775808}`, `{"id":-9223372036854775809}`, `{"id":00000000000000000001}`, `{"id":1234567890123456789}`,
 		`{"id":12345678901234567890}`, `{"small":127}`, `{"small":128}`, `{"small":-128}`, `{"small":-129}`, `{"mid":40000}`,
 		`{"ok":true,"maybe":false}`, `{"ok":tru}`, `{"ok":null}`, `{"ok":1}`, `{"s":null}`, `{"id":"1"}`, `{"s":1}`,
+		`{"f":1.5e3,"f32":-0.25}`, `{"f":-0}`, `{"f":1E+2}`, `{"f":1e}`, `{"f":1e400}`, `{"f":1e-400}`, `{"f32":1e39}`, `{"f32":1e-50}`,
+		`{"f":.5}`, `{"f":1.}`, `{"f":01.5}`, `{"f":"1"}`, `{"f":NaN}`, `{"f":0.30000000000000004}`, `{"f":123456789012345678901234567890}`,
 		`{"price":"1.5"}`, `{"price":1e3}`, `{"price":-0.0}`, `{"price":1.}`, `{"price":.5}`, `{"price":"x"}`,
 		`{"n32":5}`, `{"N32":5}`, `{"seq":3,"topic":"t","Part":-2}`, `{"flatBase":{"seq":1}}`, `{"FlatMore":{"Part":1}}`, `{"part":2,"inner":1}`, `{"ID":5}`, `{"id":1,"id":2}`, `{"Skip":"x"}`, `{"-":"x"}`, `{"hidden":1}`, `{"other":[1,{"a":2}]}`,
 		`{"id":1}x`, `{"id":1,}`, `{,}`, `{"id":1 "s":"x"}`, `{"id"1}`, `{"id":}`, `[{"id":1}]`, `null`, ``, `{`, `{"kind":"k"}`,
