@@ -28,14 +28,9 @@ type StreamJoinConfig[K, Own, Other, V any] struct {
 	// removed at ts+CloseAfter.
 	LateAfter, CloseAfter int64
 	// Outer emits the own records that joined nothing when they are
-	// removed, with ok=false. OtherOuter says the other side does: only
-	// then must a join mark the other side's record joined (a write to
-	// its store and changelog), since only an outer side reads the mark.
-	// (So the stores of an inner join do not say which of their records
-	// joined: a topology that makes the join outer cannot start from
-	// them.)
-	Outer, OtherOuter bool
-	Join              func(k K, own Own, other Other, ok bool) V
+	// removed, with ok=false.
+	Outer bool
+	Join  func(k K, own Own, other Other, ok bool) V
 }
 
 // StreamJoinSide is the runtime of one side of a stream–stream join: it
@@ -132,7 +127,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 			return fmt.Errorf("store %s: value: %w", p.cfg.OtherStore, err)
 		}
 		flags = layout.JoinJoined
-		if p.cfg.OtherOuter && m.val[0]&layout.JoinJoined == 0 {
+		if m.val[0]&layout.JoinJoined == 0 {
 			m.val[0] |= layout.JoinJoined
 			if err := p.ost.Put(m.key, m.val); err != nil {
 				return err

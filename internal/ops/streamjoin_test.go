@@ -21,11 +21,11 @@ func joinSides() (left *StreamJoinSide[string, string, string, string], right *S
 	}
 	left = NewStreamJoinSide(StreamJoinConfig[string, string, string, string]{OwnStore: "j-left", OtherStore: "j-right",
 		Key: serde.String, OwnValue: serde.String, OtherValue: serde.String,
-		Lo: -after, Hi: before, LateAfter: after + grace, CloseAfter: before + after + grace, Outer: true, OtherOuter: true,
+		Lo: -after, Hi: before, LateAfter: after + grace, CloseAfter: before + after + grace, Outer: true,
 		Join: func(k, own, other string, ok bool) string { return join(k, own, true, other, ok) }})
 	right = NewStreamJoinSide(StreamJoinConfig[string, string, string, string]{OwnStore: "j-right", OtherStore: "j-left",
 		Key: serde.String, OwnValue: serde.String, OtherValue: serde.String,
-		Lo: -before, Hi: after, LateAfter: before + grace, CloseAfter: before + after + grace, Outer: true, OtherOuter: true,
+		Lo: -before, Hi: after, LateAfter: before + grace, CloseAfter: before + after + grace, Outer: true,
 		Join: func(k, own, other string, ok bool) string { return join(k, other, ok, own, true) }})
 	return left, right
 }
