@@ -16,11 +16,12 @@ import (
 
 // The fast path of JSON for flat structs: a struct whose JSON fields
 // (its own, and those of the structs it embeds) are all integers, floats,
-// strings, booleans or encoding/json.Number is encoded and decoded here,
-// without the general machinery, in the common shapes; any other shape
-// goes to the general path, which decides it exactly as before. Records
-// of events and rows (a bid, a page view, a bill) are such structs, and
-// JSON was most of the CPU of the jobs that carry them.
+// strings, booleans, encoding/json.Number, or structs of such fields (by
+// value or by pointer, not containing themselves) is encoded and decoded
+// here, without the general machinery, in the common shapes; any other
+// shape goes to the general path, which decides it exactly as before.
+// Records of events and rows (a bid, a page view, a bill) are such
+// structs, and JSON was most of the CPU of the jobs that carry them.
 //
 // The encoder writes what the general path writes, byte for byte, for
 // every value whose strings are valid UTF-8 without control characters
@@ -29,9 +30,10 @@ import (
 // takes an object of the struct's own field names, each at most once, in
 // any order, with strings whose escapes are the simple ones (no
 // surrogates), plain integers within the field's size, numbers within a
-// float's range, true or false; anything else (another spelling of a
-// name, an unknown field, null, a fraction for an integer, malformed
-// input) goes to the general path, from a zero value.
+// float's range, true or false, objects for structs, and null for
+// pointers; anything else (another spelling of a name, an unknown field,
+// null elsewhere, a fraction for an integer, malformed input) goes to the
+// general path, from a zero value.
 // TestJSONFlatMatchesEncodingJSON and FuzzJSONFlatMatchesEncodingJSON
 // hold both paths to encoding/json.
 //
@@ -47,6 +49,8 @@ const (
 	flatBool
 	flatNumber // encoding/json.Number: a string holding a number literal
 	flatFloat  // float32 or float64 (size)
+	flatStruct // a struct of the fast path's fields (sub)
+	flatPtr    // a pointer to one (sub, of elem)
 )
 
 type flatField struct {
@@ -56,6 +60,8 @@ type flatField struct {
 	size      uintptr // of an integer: 1, 2, 4 or 8 bytes
 	kind      flatKind
 	omitEmpty bool
+	sub       *flatCodec   // of a struct or a pointer's struct
+	elem      reflect.Type // the struct a pointer points to
 }
 
 // flatCodec encodes and decodes one struct type.
@@ -70,7 +76,7 @@ func flatCodecFor(t reflect.Type) *flatCodec {
 	if c, ok := flatCodecs.Load(t); ok {
 		return c.(*flatCodec)
 	}
-	c := newFlatCodec(t)
+	c := newFlatCodec(t, map[reflect.Type]bool{})
 	flatCodecs.Store(t, c)
 	return c
 }
@@ -94,12 +100,17 @@ func hasOwnCodec(t reflect.Type) bool {
 	return false
 }
 
-func newFlatCodec(t reflect.Type) *flatCodec {
-	if t.Kind() != reflect.Struct || hasOwnCodec(t) {
+// newFlatCodec builds t's codec; within holds the struct types it is
+// being built inside, so that a type that contains itself (through a
+// pointer) goes to the general path.
+func newFlatCodec(t reflect.Type, within map[reflect.Type]bool) *flatCodec {
+	if t.Kind() != reflect.Struct || hasOwnCodec(t) || within[t] {
 		return nil
 	}
+	within[t] = true
+	defer delete(within, t)
 	c := &flatCodec{}
-	if !c.addFields(t, 0, map[string]bool{}) || len(c.fields) > 64 {
+	if !c.addFields(t, 0, map[string]bool{}, within) || len(c.fields) > 64 {
 		return nil
 	}
 	return c
@@ -108,7 +119,7 @@ func newFlatCodec(t reflect.Type) *flatCodec {
 // addFields adds the JSON fields of struct type t, at offset base in the
 // value, to c, in encoding/json's order (an embedded struct's fields
 // where it is embedded); false if t does not qualify.
-func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]bool) bool {
+func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]bool, within map[reflect.Type]bool) bool {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag, tagged := sf.Tag.Lookup("json")
@@ -116,7 +127,7 @@ func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]boo
 			// An untagged embedded struct's fields are promoted;
 			// other embeddings (pointers, tags, other kinds) take
 			// encoding/json's rules: the general path.
-			if tagged || sf.Type.Kind() != reflect.Struct || !c.addFields(sf.Type, base+sf.Offset, names) {
+			if tagged || sf.Type.Kind() != reflect.Struct || !c.addFields(sf.Type, base+sf.Offset, names, within) {
 				return false
 			}
 			continue
@@ -158,6 +169,14 @@ func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]boo
 			f.kind = flatInt
 		case ft.Kind() == reflect.Float32 || ft.Kind() == reflect.Float64:
 			f.kind = flatFloat
+		case ft.Kind() == reflect.Struct:
+			if f.kind, f.sub = flatStruct, newFlatCodec(ft, within); f.sub == nil {
+				return false
+			}
+		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
+			if f.kind, f.elem, f.sub = flatPtr, ft.Elem(), newFlatCodec(ft.Elem(), within); f.sub == nil {
+				return false
+			}
 		default:
 			return false
 		}
@@ -234,6 +253,22 @@ func (c *flatCodec) appendValue(dst []byte, p unsafe.Pointer) (_ []byte, ok bool
 			}
 			dst = append(append(dst, sep), f.key...)
 			dst = append(dst, s...)
+		case flatStruct: // never empty to omitempty
+			dst = append(append(dst, sep), f.key...)
+			if dst, ok = f.sub.appendValue(dst, fp); !ok {
+				return dst[:start], false
+			}
+		case flatPtr:
+			ptr := *(*unsafe.Pointer)(fp)
+			if ptr == nil && f.omitEmpty {
+				continue
+			}
+			dst = append(append(dst, sep), f.key...)
+			if ptr == nil {
+				dst = append(dst, "null"...)
+			} else if dst, ok = f.sub.appendValue(dst, ptr); !ok {
+				return dst[:start], false
+			}
 		}
 		sep = ','
 	}
@@ -414,26 +449,32 @@ func scanDecimal[B []byte | string](s B) (n int, ok bool) {
 // (see above); ok=false says only that the general path must decide (p
 // may then hold some fields).
 func (c *flatCodec) decode(b []byte, p unsafe.Pointer) (ok bool) {
-	i := skipJSONSpace(b, 0)
+	end, ok := c.decodeObject(b, skipJSONSpace(b, 0), p)
+	return ok && skipJSONSpace(b, end) == len(b)
+}
+
+// decodeObject decodes the object at b[i] into the zero struct at p and
+// returns the index past it.
+func (c *flatCodec) decodeObject(b []byte, i int, p unsafe.Pointer) (end int, ok bool) {
 	if i >= len(b) || b[i] != '{' {
-		return false
+		return 0, false
 	}
 	i = skipJSONSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return skipJSONSpace(b, i+1) == len(b)
+		return i + 1, true
 	}
 	var seen uint64
 	next := 0 // the field expected next: names usually come in order
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return false
+			return 0, false
 		}
 		j := i + 1
 		for j < len(b) && b[j] != '"' && b[j] != '\\' {
 			j++
 		}
 		if j >= len(b) || b[j] != '"' {
-			return false
+			return 0, false
 		}
 		name := b[i+1 : j]
 		k := -1
@@ -448,13 +489,13 @@ func (c *flatCodec) decode(b []byte, p unsafe.Pointer) (ok bool) {
 			}
 		}
 		if k < 0 || seen&(1<<k) != 0 {
-			return false // unknown, another spelling, or repeated
+			return 0, false // unknown, another spelling, or repeated
 		}
 		seen |= 1 << k
 		next = k + 1
 		i = skipJSONSpace(b, j+1)
 		if i >= len(b) || b[i] != ':' {
-			return false
+			return 0, false
 		}
 		i = skipJSONSpace(b, i+1)
 		f := &c.fields[k]
@@ -463,14 +504,14 @@ func (c *flatCodec) decode(b []byte, p unsafe.Pointer) (ok bool) {
 		case flatString:
 			s, n, ok := readFlatString(b, i)
 			if !ok {
-				return false
+				return 0, false
 			}
 			*(*string)(fp) = s
 			i = n
 		case flatInt:
 			n, end, ok := readFlatInteger(b, i)
 			if !ok || !storeInt(fp, f.size, n) {
-				return false
+				return 0, false
 			}
 			i = end
 		case flatBool:
@@ -480,38 +521,52 @@ func (c *flatCodec) decode(b []byte, p unsafe.Pointer) (ok bool) {
 			case hasLiteral(b, i, "false"):
 				i += 5
 			default:
-				return false
+				return 0, false
 			}
 		case flatFloat:
 			n, ok := scanNumber(b[i:])
 			if !ok {
-				return false
+				return 0, false
 			}
 			v, err := strconv.ParseFloat(unsafe.String(&b[i], n), int(f.size*8))
 			if err != nil {
-				return false // out of range: the general path's error
+				return 0, false // out of range: the general path's error
 			}
 			storeFloat(fp, f.size, v)
 			i += n
 		case flatNumber:
 			n, ok := scanDecimal(b[i:])
 			if !ok {
-				return false
+				return 0, false
 			}
 			*(*string)(fp) = string(b[i : i+n])
 			i += n
+		case flatStruct:
+			if i, ok = f.sub.decodeObject(b, i, fp); !ok {
+				return 0, false
+			}
+		case flatPtr:
+			if hasLiteral(b, i, "null") {
+				i += 4 // stays nil
+				break
+			}
+			ptr := reflect.New(f.elem).UnsafePointer()
+			if i, ok = f.sub.decodeObject(b, i, ptr); !ok {
+				return 0, false
+			}
+			*(*unsafe.Pointer)(fp) = ptr
 		}
 		i = skipJSONSpace(b, i)
 		if i >= len(b) {
-			return false
+			return 0, false
 		}
 		switch b[i] {
 		case ',':
 			i = skipJSONSpace(b, i+1)
 		case '}':
-			return skipJSONSpace(b, i+1) == len(b)
+			return i + 1, true
 		default:
-			return false // also what follows a number: '.', 'e', another digit
+			return 0, false // also what follows a number: '.', 'e', another digit
 		}
 	}
 }

@@ -31,6 +31,9 @@ type jsonFlat struct {
 	Price  json.Number `json:"price"`
 	F      float64     `json:"f"`
 	F32    float32     `json:"f32,omitempty"`
+	Loc    flatPoint   `json:"loc,omitempty"` // a struct is never empty
+	Ref    *flatPoint  `json:"ref,omitempty"`
+	Nil    *flatPoint  `json:"nil"`
 	Kind   flatName    `json:"kind"`
 	Skip   string      `json:"-"`
 	hidden int
@@ -48,6 +51,17 @@ type flatBase struct {
 
 type FlatMore struct {
 	Part int32
+}
+
+// flatPoint is a struct in a struct, by value and by pointer.
+type flatPoint struct {
+	X, Y  float64
+	Label string `json:"label,omitempty"`
+}
+
+type flatNode struct { // contains itself: the general path
+	V    int64
+	Next *flatNode
 }
 
 type flatTaggedEmbed struct {
@@ -92,6 +106,10 @@ func TestJSONFlatQualifies(t *testing.T) {
 		"tagged embedded":     reflect.TypeFor[flatTaggedEmbed](),
 		"shadowed":            reflect.TypeFor[flatShadowed](),
 		"embedded non-struct": reflect.TypeFor[struct{ flatName }](),
+		"recursive":           reflect.TypeFor[flatNode](),
+		"nested not flat":     reflect.TypeFor[struct{ D jsonDoc }](),
+		"pointer not flat":    reflect.TypeFor[struct{ D *jsonDoc }](),
+		"pointer to pointer":  reflect.TypeFor[struct{ P **flatPoint }](),
 	} {
 		if flatCodecFor(typ) != nil {
 			t.Errorf("%s (%v) takes the fast path", name, typ)
@@ -121,6 +139,10 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 		d := jsonFlat{ID: nums[i%len(nums)], flatBase: flatBase{Seq: int64(i), Topic: []string{"", "t", "<&>"}[i%3], inner: i}, FlatMore: FlatMore{Part: int32(i)}, Small: int8(i * 37), Mid: int16(i % 3 * 1000), N32: int32(-i), N: i % 2,
 			S: str, Opt: str, OK: i%2 == 0, Maybe: i%3 == 0, Price: prices[i%len(prices)], Kind: flatName(str), Skip: "skip", hidden: i}
 		d.F, d.F32 = floats[i%len(floats)], floats32[i%len(floats32)]
+		d.Loc = flatPoint{X: float64(i), Y: -d.F, Label: str}
+		if i%3 != 0 {
+			d.Ref = &flatPoint{X: 0.5, Label: []string{"", "<ref>"}[i%2]}
+		}
 		want, err := json.Marshal(d)
 		if err != nil { // NaN or infinity: refused by both
 			if _, err := s.Encode(d); !errors.Is(err, ErrEncode) {
@@ -173,6 +195,9 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 		`{"ok":true,"maybe":false}`, `{"ok":tru}`, `{"ok":null}`, `{"ok":1}`, `{"s":null}`, `{"id":"1"}`, `{"s":1}`,
 		`{"f":1.5e3,"f32":-0.25}`, `{"f":-0}`, `{"f":1E+2}`, `{"f":1e}`, `{"f":1e400}`, `{"f":1e-400}`, `{"f32":1e39}`, `{"f32":1e-50}`,
 		`{"f":.5}`, `{"f":1.}`, `{"f":01.5}`, `{"f":"1"}`, `{"f":NaN}`, `{"f":0.30000000000000004}`, `{"f":123456789012345678901234567890}`,
+		`{"loc":{"X":1,"Y":2,"label":"l"},"ref":{"X":3},"nil":null}`, `{"loc":{}}`, `{"loc":null}`, `{"ref":null}`, `{"ref":{}}`,
+		`{"loc":{"X":1,"X":2}}`, `{"loc":{"x":1}}`, `{"loc":[1]}`, `{"loc":{"X":1}`, `{"ref":{"X":"1"}}`, `{"ref":nul}`, `{"nil":{"Y":1e400}}`,
+		`{"loc":{"X":1},"loc":{"Y":2}}`, `{"ref":{"X":1} , "loc" : { "Y" : 2 } }`,
 		`{"price":"1.5"}`, `{"price":1e3}`, `{"price":-0.0}`, `{"price":1.}`, `{"price":.5}`, `{"price":"x"}`,
 		`{"n32":5}`, `{"N32":5}`, `{"seq":3,"topic":"t","Part":-2}`, `{"flatBase":{"seq":1}}`, `{"FlatMore":{"Part":1}}`, `{"part":2,"inner":1}`, `{"ID":5}`, `{"id":1,"id":2}`, `{"Skip":"x"}`, `{"-":"x"}`, `{"hidden":1}`, `{"other":[1,{"a":2}]}`,
 		`{"id":1}x`, `{"id":1,}`, `{,}`, `{"id":1 "s":"x"}`, `{"id"1}`, `{"id":}`, `[{"id":1}]`, `null`, ``, `{`, `{"kind":"k"}`,
