@@ -29,9 +29,9 @@ import (
 // too), so a value read from JSON encodes exactly as before.
 //
 // A flat struct (integer, float, string, boolean and json.Number fields,
-// its own or its embedded structs', the shape of most events and rows)
-// takes a faster path in its common shapes, with the same bytes and the
-// same values (json_flat.go).
+// and structs of them, the shape of most events and rows) takes a faster
+// path in its common shapes, with the same bytes and the same values
+// (json_flat.go).
 func JSON[T any]() Serde[T] { return jsonSerde[T]{flat: flatCodecFor(reflect.TypeFor[T]())} }
 
 type jsonSerde[T any] struct {
