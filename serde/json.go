@@ -4,6 +4,7 @@ import (
 	stdjson "encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -41,18 +42,29 @@ type jsonSerde[T any] struct {
 // jsonOptions are encoding/json's behaviours (see JSON). The prototype's v1
 // mode knows its own Number type, not encoding/json's, which it would
 // write as a string: encoding/json.Number is handled as the prototype's.
+// It decodes a time.Time from its string unescaped, where encoding/json
+// hands the raw text to the time's UnmarshalJSON, which refuses escapes:
+// a time.Time is decoded by its UnmarshalJSON here too.
 var jsonOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(),
 	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, n stdjson.Number) error {
 		return jsonv1.Number(n).MarshalJSONTo(enc)
 	})),
-	jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, n *stdjson.Number) error {
-		m := jsonv1.Number(*n)
-		if err := m.UnmarshalJSONFrom(dec); err != nil {
-			return err
-		}
-		*n = stdjson.Number(m)
-		return nil
-	})))
+	jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
+		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, n *stdjson.Number) error {
+			m := jsonv1.Number(*n)
+			if err := m.UnmarshalJSONFrom(dec); err != nil {
+				return err
+			}
+			*n = stdjson.Number(m)
+			return nil
+		}),
+		jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, t *time.Time) error {
+			v, err := dec.ReadValue()
+			if err != nil {
+				return err
+			}
+			return t.UnmarshalJSON(v)
+		}))))
 
 func (s jsonSerde[T]) Encode(v T) ([]byte, error) {
 	if s.flat != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 
@@ -16,26 +17,26 @@ import (
 
 // The fast path of JSON for flat structs: a struct whose JSON fields
 // (its own, and those of the structs it embeds) are all integers, floats,
-// strings, booleans, encoding/json.Number, or structs of such fields (by
-// value or by pointer, not containing themselves) is encoded and decoded
-// here, without the general machinery, in the common shapes; any other
-// shape goes to the general path, which decides it exactly as before.
-// Records of events and rows (a bid, a page view, a bill) are such
-// structs, and JSON was most of the CPU of the jobs that carry them.
+// strings, booleans, encoding/json.Number, time.Time, or structs of such
+// fields (by value or by pointer, not containing themselves) is encoded
+// and decoded here, without the general machinery, in the common shapes;
+// any other shape goes to the general path, which decides it exactly as
+// before. Records of events and rows (a bid, a page view, a bill) are
+// such structs, and JSON was most of the CPU of the jobs that carry them.
 //
 // The encoder writes what the general path writes, byte for byte, for
 // every value whose strings are valid UTF-8 without control characters
-// or U+2028/U+2029, whose floats are finite and whose Numbers are plain
-// decimals; it hands any other value to the general path. The decoder
-// takes an object of the struct's own field names, each at most once, in
-// any order, with strings whose escapes are the simple ones (no
-// surrogates), plain integers within the field's size, numbers within a
-// float's range, true or false, objects for structs, and null for
-// pointers; anything else (another spelling of a name, an unknown field,
-// null elsewhere, a fraction for an integer, malformed input) goes to the
-// general path, from a zero value.
-// TestJSONFlatMatchesEncodingJSON and FuzzJSONFlatMatchesEncodingJSON
-// hold both paths to encoding/json.
+// or U+2028/U+2029, whose floats are finite, whose Numbers are plain
+// decimals and whose times' years are 0 to 9999; it hands any other
+// value to the general path. The decoder takes an object of the struct's
+// own field names, each at most once, in any order, with strings whose
+// escapes are the simple ones (no surrogates), plain integers within the
+// field's size, numbers within a float's range, true or false, RFC 3339
+// times without escapes, objects for structs and null for pointers;
+// anything else (another spelling of a name, an unknown field, null
+// elsewhere, a fraction for an integer, malformed input) goes to the
+// general path, from a zero value. TestJSONFlatMatchesEncodingJSON and
+// FuzzJSONFlatMatchesEncodingJSON hold both paths to encoding/json.
 //
 // Fields are reached through their offsets (package unsafe): a struct
 // qualifies only if every field's kind is one of those, so each load
@@ -51,6 +52,7 @@ const (
 	flatFloat  // float32 or float64 (size)
 	flatStruct // a struct of the fast path's fields (sub)
 	flatPtr    // a pointer to one (sub, of elem)
+	flatTime   // time.Time: its RFC 3339 text, as its MarshalJSON writes it
 )
 
 type flatField struct {
@@ -83,6 +85,7 @@ func flatCodecFor(t reflect.Type) *flatCodec {
 
 var (
 	numberType = reflect.TypeFor[stdjson.Number]()
+	timeType   = reflect.TypeFor[time.Time]()
 	// Types with any of these methods encode or decode themselves.
 	ownCodecs = []reflect.Type{
 		reflect.TypeFor[stdjson.Marshaler](), reflect.TypeFor[stdjson.Unmarshaler](),
@@ -159,6 +162,8 @@ func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]boo
 		switch {
 		case ft == numberType:
 			f.kind = flatNumber
+		case ft == timeType:
+			f.kind = flatTime
 		case ft.NumMethod() > 0 || reflect.PointerTo(ft).NumMethod() > 0:
 			return false // a named type with methods may encode itself
 		case ft.Kind() == reflect.String:
@@ -253,6 +258,14 @@ func (c *flatCodec) appendValue(dst []byte, p unsafe.Pointer) (_ []byte, ok bool
 			}
 			dst = append(append(dst, sep), f.key...)
 			dst = append(dst, s...)
+		case flatTime: // a struct: never empty to omitempty
+			dst = append(append(dst, sep), f.key...)
+			dst = append(dst, '"')
+			var err error
+			if dst, err = (*time.Time)(fp).AppendText(dst); err != nil {
+				return dst[:start], false // a year past 9999: the general path's error
+			}
+			dst = append(dst, '"')
 		case flatStruct: // never empty to omitempty
 			dst = append(append(dst, sep), f.key...)
 			if dst, ok = f.sub.appendValue(dst, fp); !ok {
@@ -541,6 +554,16 @@ func (c *flatCodec) decodeObject(b []byte, i int, p unsafe.Pointer) (end int, ok
 			}
 			*(*string)(fp) = string(b[i : i+n])
 			i += n
+		case flatTime:
+			// Its own strict RFC 3339 parsing, on text without escapes.
+			j := i + 1
+			for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
+				j++
+			}
+			if i >= len(b) || b[i] != '"' || j >= len(b) || b[j] != '"' || (*time.Time)(fp).UnmarshalText(b[i+1:j]) != nil {
+				return 0, false
+			}
+			i = j + 1
 		case flatStruct:
 			if i, ok = f.sub.decodeObject(b, i, fp); !ok {
 				return 0, false
