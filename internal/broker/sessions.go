@@ -65,8 +65,9 @@ func (a *sessionArmer) saw(group string, gen int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if gen < a.armedAt[group] {
-		// The group was deleted and made again (an application's
-		// reset) and counts its generations from the start. (A late
+		// The group was deleted (DeleteGroups, as an operator's
+		// kafka-consumer-groups --delete or a test does) and made
+		// again, and counts its generations from the start. (A late
 		// sync of an older generation lands here too, and costs one
 		// heartbeat it answers with ILLEGAL_GENERATION.)
 		delete(a.armedAt, group)

@@ -156,9 +156,9 @@ func deadJoiners(t *testing.T, cfg Config, within time.Duration) (missing int) {
 	return parts - ownedN()
 }
 
-// TestArmerFollowsARecreatedGroup: a group deleted and made again (an
-// application's reset) counts its generations from the start; the armer
-// must arm them, not wait for them to pass the old group's last.
+// TestArmerFollowsARecreatedGroup: a group deleted and made again counts
+// its generations from the start; the armer must arm them, not wait for
+// them to pass the old group's last.
 func TestArmerFollowsARecreatedGroup(t *testing.T) {
 	a := &sessionArmer{wake: make(chan struct{}, 1), synced: map[string]int32{}, armedAt: map[string]int32{"g": 7, "h": 3}}
 	a.saw("g", 1)
