@@ -163,6 +163,17 @@ func collect(body *ast.BlockStmt) *funcAppends {
 			fa.loops = fa.loops[:len(fa.loops)-1]
 			return false
 		case *ast.AssignStmt:
+			// x, ok = appendX(x, ...): a function with more results
+			// gives its slice first, so this assigns the append back.
+			if len(n.Rhs) == 1 && len(n.Lhs) > 1 {
+				if call, ok := n.Rhs[0].(*ast.CallExpr); ok {
+					if t, ok := targetOf(call); ok {
+						if name, ok := exprName(n.Lhs[0]); ok && t == name {
+							selfCalls[call] = true
+						}
+					}
+				}
+			}
 			for i, lhs := range n.Lhs {
 				name, ok := exprName(lhs)
 				if !ok {
@@ -407,6 +418,18 @@ func TestAppendAliasRuleCatches(t *testing.T) {
 			}
 			return k, nil
 		}`, true},
+		{"a second result, the slice kept elsewhere", `func f(b []byte) ([]byte, []byte) {
+			k, ok := appendQuoted(b, "x")
+			if !ok {
+				return nil, nil
+			}
+			return k, append(b, 2)
+		}`, true},
+		{"a second result, the slice in the other place", `func f(b []byte) ([]byte, []byte) {
+			ok, k := appendQuoted(b, "x")
+			_ = ok
+			return k, append(b, 2)
+		}`, true},
 		{"a chain kept twice", `func f(b []byte) ([]byte, []byte) {
 			return append(append(b, 1), 2), append(append(b, 3), 4)
 		}`, true},
@@ -438,6 +461,13 @@ func TestAppendAliasRuleCatches(t *testing.T) {
 		}`, false},
 		{"clipped at each call", `func f(pre []byte) ([]byte, []byte) {
 			return appendTime(slices.Clip(pre), 1), appendTime(slices.Clip(pre), 2)
+		}`, false},
+		{"a second result, the slice assigned back", `func f(b []byte) ([]byte, bool) {
+			var ok bool
+			if b, ok = appendQuoted(b, "x"); !ok {
+				return b, false
+			}
+			return append(b, '}'), true
 		}`, false},
 		{"building one slice", `func f(b []byte) []byte {
 			b = append(b, 1)
