@@ -29,10 +29,10 @@ import (
 // a decoder produced are valid UTF-8 (decoding replaces invalid bytes
 // too), so a value read from JSON encodes exactly as before.
 //
-// A flat struct (integer, float, string, boolean and json.Number fields,
-// and structs of them, the shape of most events and rows) takes a faster
-// path in its common shapes, with the same bytes and the same values
-// (json_flat.go).
+// A flat struct (integer, float, string, boolean, json.Number and
+// time.Time fields, structs of them and slices of all these: the shape of
+// most events and rows) takes a faster path in its common shapes, with
+// the same bytes and the same values (json_flat.go).
 func JSON[T any]() Serde[T] { return jsonSerde[T]{flat: flatCodecFor(reflect.TypeFor[T]())} }
 
 type jsonSerde[T any] struct {

@@ -17,12 +17,13 @@ import (
 
 // The fast path of JSON for flat structs: a struct whose JSON fields
 // (its own, and those of the structs it embeds) are all integers, floats,
-// strings, booleans, encoding/json.Number, time.Time, or structs of such
-// fields (by value or by pointer, not containing themselves) is encoded
-// and decoded here, without the general machinery, in the common shapes;
-// any other shape goes to the general path, which decides it exactly as
-// before. Records of events and rows (a bid, a page view, a bill) are
-// such structs, and JSON was most of the CPU of the jobs that carry them.
+// strings, booleans, encoding/json.Number, time.Time, structs of such
+// fields (by value or by pointer, not containing themselves), or slices
+// of any of these, is encoded and decoded here, without the general
+// machinery, in the common shapes; any other shape goes to the general
+// path, which decides it exactly as before. Records of events and rows
+// (a bid, a page view, a bill) are such structs, and JSON was most of the
+// CPU of the jobs that carry them.
 //
 // The encoder writes what the general path writes, byte for byte, for
 // every value whose strings are valid UTF-8 without control characters
@@ -32,11 +33,12 @@ import (
 // own field names, each at most once, in any order, with strings whose
 // escapes are the simple ones (no surrogates), plain integers within the
 // field's size, numbers within a float's range, true or false, RFC 3339
-// times without escapes, objects for structs and null for pointers;
-// anything else (another spelling of a name, an unknown field, null
-// elsewhere, a fraction for an integer, malformed input) goes to the
-// general path, from a zero value. TestJSONFlatMatchesEncodingJSON and
-// FuzzJSONFlatMatchesEncodingJSON hold both paths to encoding/json.
+// times without escapes, objects for structs, arrays for slices and null
+// for pointers and slices; anything else (another spelling of a name, an
+// unknown field, null elsewhere, a fraction for an integer, malformed
+// input) goes to the general path, from a zero value.
+// TestJSONFlatMatchesEncodingJSON and FuzzJSONFlatMatchesEncodingJSON
+// hold both paths to encoding/json.
 //
 // Fields are reached through their offsets (package unsafe): a struct
 // qualifies only if every field's kind is one of those, so each load
@@ -53,6 +55,7 @@ const (
 	flatStruct // a struct of the fast path's fields (sub)
 	flatPtr    // a pointer to one (sub, of elem)
 	flatTime   // time.Time: its RFC 3339 text, as its MarshalJSON writes it
+	flatSlice  // a slice of any of these but slices and bytes (item, of typ)
 )
 
 type flatField struct {
@@ -64,6 +67,14 @@ type flatField struct {
 	omitEmpty bool
 	sub       *flatCodec   // of a struct or a pointer's struct
 	elem      reflect.Type // the struct a pointer points to
+	item      *flatField   // a slice's elements (their kind, size, sub...)
+	typ       reflect.Type // the slice type
+}
+
+// sliceHeader is a slice's representation.
+type sliceHeader struct {
+	data     unsafe.Pointer
+	len, cap int
 }
 
 // flatCodec encodes and decodes one struct type.
@@ -158,35 +169,48 @@ func (c *flatCodec) addFields(t reflect.Type, base uintptr, names map[string]boo
 			return false
 		}
 		names[strings.ToLower(f.name)] = true
-		ft := sf.Type
-		switch {
-		case ft == numberType:
-			f.kind = flatNumber
-		case ft == timeType:
-			f.kind = flatTime
-		case ft.NumMethod() > 0 || reflect.PointerTo(ft).NumMethod() > 0:
-			return false // a named type with methods may encode itself
-		case ft.Kind() == reflect.String:
-			f.kind = flatString
-		case ft.Kind() == reflect.Bool:
-			f.kind = flatBool
-		case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Int64:
-			f.kind = flatInt
-		case ft.Kind() == reflect.Float32 || ft.Kind() == reflect.Float64:
-			f.kind = flatFloat
-		case ft.Kind() == reflect.Struct:
-			if f.kind, f.sub = flatStruct, newFlatCodec(ft, within); f.sub == nil {
-				return false
-			}
-		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
-			if f.kind, f.elem, f.sub = flatPtr, ft.Elem(), newFlatCodec(ft.Elem(), within); f.sub == nil {
-				return false
-			}
-		default:
+		if !f.setType(sf.Type, within) {
 			return false
 		}
 		f.key = `"` + f.name + `":`
 		c.fields = append(c.fields, f)
+	}
+	return true
+}
+
+// setType sets f's kind (and size, sub, elem, item, typ) for a value of
+// type ft; false if ft does not qualify.
+func (f *flatField) setType(ft reflect.Type, within map[reflect.Type]bool) bool {
+	f.size = ft.Size()
+	switch {
+	case ft == numberType:
+		f.kind = flatNumber
+	case ft == timeType:
+		f.kind = flatTime
+	case ft.NumMethod() > 0 || reflect.PointerTo(ft).NumMethod() > 0:
+		return false // a named type with methods may encode itself
+	case ft.Kind() == reflect.String:
+		f.kind = flatString
+	case ft.Kind() == reflect.Bool:
+		f.kind = flatBool
+	case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Int64:
+		f.kind = flatInt
+	case ft.Kind() == reflect.Float32 || ft.Kind() == reflect.Float64:
+		f.kind = flatFloat
+	case ft.Kind() == reflect.Struct:
+		if f.kind, f.sub = flatStruct, newFlatCodec(ft, within); f.sub == nil {
+			return false
+		}
+	case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct:
+		if f.kind, f.elem, f.sub = flatPtr, ft.Elem(), newFlatCodec(ft.Elem(), within); f.sub == nil {
+			return false
+		}
+	case ft.Kind() == reflect.Slice && ft.Elem().Kind() != reflect.Slice:
+		// ([]byte is base64 in JSON: its elements are not a kind here.)
+		f.kind, f.typ, f.item = flatSlice, ft, &flatField{}
+		return f.item.setType(ft.Elem(), within)
+	default:
+		return false
 	}
 	return true
 }
@@ -214,74 +238,12 @@ func (c *flatCodec) appendValue(dst []byte, p unsafe.Pointer) (_ []byte, ok bool
 	for i := range c.fields {
 		f := &c.fields[i]
 		fp := unsafe.Add(p, f.off)
-		switch f.kind {
-		case flatInt:
-			n := loadInt(fp, f.size)
-			if f.omitEmpty && n == 0 {
-				continue
-			}
-			dst = append(append(dst, sep), f.key...)
-			dst = strconv.AppendInt(dst, n, 10)
-		case flatBool:
-			v := *(*bool)(fp)
-			if f.omitEmpty && !v {
-				continue
-			}
-			dst = append(append(dst, sep), f.key...)
-			dst = strconv.AppendBool(dst, v)
-		case flatString:
-			s := *(*string)(fp)
-			if f.omitEmpty && s == "" {
-				continue
-			}
-			dst = append(append(dst, sep), f.key...)
-			if dst, ok = appendFlatString(dst, s); !ok {
-				return dst[:start], false
-			}
-		case flatFloat:
-			v := loadFloat(fp, f.size)
-			if f.omitEmpty && v == 0 {
-				continue
-			}
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return dst[:start], false // the general path's error
-			}
-			dst = append(append(dst, sep), f.key...)
-			dst = appendFlatFloat(dst, v, int(f.size*8))
-		case flatNumber:
-			s := *(*string)(fp)
-			if f.omitEmpty && s == "" {
-				continue
-			}
-			if n, ok := scanDecimal(s); !ok || n != len(s) {
-				return dst[:start], false // "" (written as 0), exponents, or invalid
-			}
-			dst = append(append(dst, sep), f.key...)
-			dst = append(dst, s...)
-		case flatTime: // a struct: never empty to omitempty
-			dst = append(append(dst, sep), f.key...)
-			dst = append(dst, '"')
-			var err error
-			if dst, err = (*time.Time)(fp).AppendText(dst); err != nil {
-				return dst[:start], false // a year past 9999: the general path's error
-			}
-			dst = append(dst, '"')
-		case flatStruct: // never empty to omitempty
-			dst = append(append(dst, sep), f.key...)
-			if dst, ok = f.sub.appendValue(dst, fp); !ok {
-				return dst[:start], false
-			}
-		case flatPtr:
-			ptr := *(*unsafe.Pointer)(fp)
-			if ptr == nil && f.omitEmpty {
-				continue
-			}
-			dst = append(append(dst, sep), f.key...)
-			if ptr == nil {
-				dst = append(dst, "null"...)
-			} else if dst, ok = f.sub.appendValue(dst, ptr); !ok {
-				return dst[:start], false
-			}
+		if f.omitEmpty && f.empty(fp) {
+			continue
+		}
+		dst = append(append(dst, sep), f.key...)
+		if dst, ok = f.appendTo(dst, fp); !ok {
+			return dst[:start], false
 		}
 		sep = ','
 	}
@@ -289,6 +251,82 @@ func (c *flatCodec) appendValue(dst []byte, p unsafe.Pointer) (_ []byte, ok bool
 		return append(dst, '{', '}'), true
 	}
 	return append(dst, '}'), true
+}
+
+// empty says whether the value at fp is what omitempty leaves out: zero,
+// false, "", a nil pointer, an empty slice; a struct never is.
+func (f *flatField) empty(fp unsafe.Pointer) bool {
+	switch f.kind {
+	case flatInt:
+		return loadInt(fp, f.size) == 0
+	case flatBool:
+		return !*(*bool)(fp)
+	case flatString, flatNumber:
+		return *(*string)(fp) == ""
+	case flatFloat:
+		return loadFloat(fp, f.size) == 0
+	case flatPtr:
+		return *(*unsafe.Pointer)(fp) == nil
+	case flatSlice:
+		return (*sliceHeader)(fp).len == 0
+	}
+	return false
+}
+
+// appendTo appends the JSON of the value at fp, or returns ok=false if it
+// needs the general path.
+func (f *flatField) appendTo(dst []byte, fp unsafe.Pointer) (_ []byte, ok bool) {
+	switch f.kind {
+	case flatInt:
+		return strconv.AppendInt(dst, loadInt(fp, f.size), 10), true
+	case flatBool:
+		return strconv.AppendBool(dst, *(*bool)(fp)), true
+	case flatString:
+		return appendFlatString(dst, *(*string)(fp))
+	case flatFloat:
+		v := loadFloat(fp, f.size)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return dst, false // the general path's error
+		}
+		return appendFlatFloat(dst, v, int(f.size*8)), true
+	case flatNumber:
+		s := *(*string)(fp)
+		if n, ok := scanDecimal(s); !ok || n != len(s) {
+			return dst, false // "" (written as 0), exponents, or invalid
+		}
+		return append(dst, s...), true
+	case flatTime:
+		dst = append(dst, '"')
+		var err error
+		if dst, err = (*time.Time)(fp).AppendText(dst); err != nil {
+			return dst, false // a year past 9999: the general path's error
+		}
+		return append(dst, '"'), true
+	case flatStruct:
+		return f.sub.appendValue(dst, fp)
+	case flatPtr:
+		ptr := *(*unsafe.Pointer)(fp)
+		if ptr == nil {
+			return append(dst, "null"...), true
+		}
+		return f.sub.appendValue(dst, ptr)
+	case flatSlice:
+		h := (*sliceHeader)(fp)
+		if h.data == nil {
+			return append(dst, "null"...), true
+		}
+		dst = append(dst, '[')
+		for k := range h.len {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			if dst, ok = f.item.appendTo(dst, unsafe.Add(h.data, uintptr(k)*f.item.size)); !ok {
+				return dst, false
+			}
+		}
+		return append(dst, ']'), true
+	}
+	return dst, false
 }
 
 func loadInt(p unsafe.Pointer, size uintptr) int64 {
@@ -512,72 +550,8 @@ func (c *flatCodec) decodeObject(b []byte, i int, p unsafe.Pointer) (end int, ok
 		}
 		i = skipJSONSpace(b, i+1)
 		f := &c.fields[k]
-		fp := unsafe.Add(p, f.off)
-		switch f.kind {
-		case flatString:
-			s, n, ok := readFlatString(b, i)
-			if !ok {
-				return 0, false
-			}
-			*(*string)(fp) = s
-			i = n
-		case flatInt:
-			n, end, ok := readFlatInteger(b, i)
-			if !ok || !storeInt(fp, f.size, n) {
-				return 0, false
-			}
-			i = end
-		case flatBool:
-			switch {
-			case hasLiteral(b, i, "true"):
-				*(*bool)(fp), i = true, i+4
-			case hasLiteral(b, i, "false"):
-				i += 5
-			default:
-				return 0, false
-			}
-		case flatFloat:
-			n, ok := scanNumber(b[i:])
-			if !ok {
-				return 0, false
-			}
-			v, err := strconv.ParseFloat(unsafe.String(&b[i], n), int(f.size*8))
-			if err != nil {
-				return 0, false // out of range: the general path's error
-			}
-			storeFloat(fp, f.size, v)
-			i += n
-		case flatNumber:
-			n, ok := scanDecimal(b[i:])
-			if !ok {
-				return 0, false
-			}
-			*(*string)(fp) = string(b[i : i+n])
-			i += n
-		case flatTime:
-			// Its own strict RFC 3339 parsing, on text without escapes.
-			j := i + 1
-			for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
-				j++
-			}
-			if i >= len(b) || b[i] != '"' || j >= len(b) || b[j] != '"' || (*time.Time)(fp).UnmarshalText(b[i+1:j]) != nil {
-				return 0, false
-			}
-			i = j + 1
-		case flatStruct:
-			if i, ok = f.sub.decodeObject(b, i, fp); !ok {
-				return 0, false
-			}
-		case flatPtr:
-			if hasLiteral(b, i, "null") {
-				i += 4 // stays nil
-				break
-			}
-			ptr := reflect.New(f.elem).UnsafePointer()
-			if i, ok = f.sub.decodeObject(b, i, ptr); !ok {
-				return 0, false
-			}
-			*(*unsafe.Pointer)(fp) = ptr
+		if i, ok = f.decodeAt(b, i, unsafe.Add(p, f.off)); !ok {
+			return 0, false
 		}
 		i = skipJSONSpace(b, i)
 		if i >= len(b) {
@@ -592,6 +566,106 @@ func (c *flatCodec) decodeObject(b []byte, i int, p unsafe.Pointer) (end int, ok
 			return 0, false // also what follows a number: '.', 'e', another digit
 		}
 	}
+}
+
+// decodeAt decodes the value at b[i] into the zero value at fp and
+// returns the index past it.
+func (f *flatField) decodeAt(b []byte, i int, fp unsafe.Pointer) (end int, ok bool) {
+	switch f.kind {
+	case flatString:
+		s, n, ok := readFlatString(b, i)
+		if !ok {
+			return 0, false
+		}
+		*(*string)(fp) = s
+		i = n
+	case flatInt:
+		n, end, ok := readFlatInteger(b, i)
+		if !ok || !storeInt(fp, f.size, n) {
+			return 0, false
+		}
+		i = end
+	case flatBool:
+		switch {
+		case hasLiteral(b, i, "true"):
+			*(*bool)(fp), i = true, i+4
+		case hasLiteral(b, i, "false"):
+			i += 5
+		default:
+			return 0, false
+		}
+	case flatFloat:
+		n, ok := scanNumber(b[i:])
+		if !ok {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(unsafe.String(&b[i], n), int(f.size*8))
+		if err != nil {
+			return 0, false // out of range: the general path's error
+		}
+		storeFloat(fp, f.size, v)
+		i += n
+	case flatNumber:
+		n, ok := scanDecimal(b[i:])
+		if !ok {
+			return 0, false
+		}
+		*(*string)(fp) = string(b[i : i+n])
+		i += n
+	case flatTime:
+		// Its own strict RFC 3339 parsing, on text without escapes.
+		j := i + 1
+		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
+			j++
+		}
+		if i >= len(b) || b[i] != '"' || j >= len(b) || b[j] != '"' || (*time.Time)(fp).UnmarshalText(b[i+1:j]) != nil {
+			return 0, false
+		}
+		i = j + 1
+	case flatStruct:
+		if i, ok = f.sub.decodeObject(b, i, fp); !ok {
+			return 0, false
+		}
+	case flatPtr:
+		if hasLiteral(b, i, "null") {
+			i += 4 // stays nil
+			break
+		}
+		ptr := reflect.New(f.elem).UnsafePointer()
+		if i, ok = f.sub.decodeObject(b, i, ptr); !ok {
+			return 0, false
+		}
+		*(*unsafe.Pointer)(fp) = ptr
+	case flatSlice:
+		if hasLiteral(b, i, "null") {
+			return i + 4, true // stays nil
+		}
+		if i >= len(b) || b[i] != '[' {
+			return 0, false
+		}
+		// A settable slice to grow, which [] leaves empty, not nil.
+		v := reflect.New(f.typ).Elem()
+		v.Set(reflect.MakeSlice(f.typ, 0, 0))
+		i = skipJSONSpace(b, i+1)
+		for n := 0; i >= len(b) || b[i] != ']' || n > 0; n++ {
+			v.Grow(1)
+			v.SetLen(n + 1)
+			if i, ok = f.item.decodeAt(b, i, v.Index(n).Addr().UnsafePointer()); !ok {
+				return 0, false
+			}
+			i = skipJSONSpace(b, i)
+			if i < len(b) && b[i] == ']' {
+				break
+			}
+			if i >= len(b) || b[i] != ',' {
+				return 0, false
+			}
+			i = skipJSONSpace(b, i+1)
+		}
+		reflect.NewAt(f.typ, fp).Elem().Set(v)
+		i++ // the ']'
+	}
+	return i, true
 }
 
 func skipJSONSpace(b []byte, i int) int {

@@ -21,23 +21,27 @@ type jsonFlat struct {
 	flatBase
 	FlatMore
 
-	Small  int8        `json:"small"`
-	Mid    int16       `json:"mid,omitempty"`
-	N32    int32       // no tag: the Go name, matched case-insensitively by the general path
-	N      int         `json:"n,omitempty"`
-	S      string      `json:"s"`
-	Opt    string      `json:"opt,omitempty"`
-	OK     bool        `json:"ok"`
-	Maybe  bool        `json:"maybe,omitempty"`
-	Price  json.Number `json:"price"`
-	F      float64     `json:"f"`
-	F32    float32     `json:"f32,omitempty"`
-	Loc    flatPoint   `json:"loc,omitempty"` // a struct is never empty
-	Ref    *flatPoint  `json:"ref,omitempty"`
-	Nil    *flatPoint  `json:"nil"`
-	At     time.Time   `json:"at,omitempty"` // a struct: never empty
-	Kind   flatName    `json:"kind"`
-	Skip   string      `json:"-"`
+	Small  int8         `json:"small"`
+	Mid    int16        `json:"mid,omitempty"`
+	N32    int32        // no tag: the Go name, matched case-insensitively by the general path
+	N      int          `json:"n,omitempty"`
+	S      string       `json:"s"`
+	Opt    string       `json:"opt,omitempty"`
+	OK     bool         `json:"ok"`
+	Maybe  bool         `json:"maybe,omitempty"`
+	Price  json.Number  `json:"price"`
+	F      float64      `json:"f"`
+	F32    float32      `json:"f32,omitempty"`
+	Loc    flatPoint    `json:"loc,omitempty"` // a struct is never empty
+	Ref    *flatPoint   `json:"ref,omitempty"`
+	Nil    *flatPoint   `json:"nil"`
+	At     time.Time    `json:"at,omitempty"` // a struct: never empty
+	Tags   []string     `json:"tags"`
+	Nums   []int32      `json:"nums,omitempty"`
+	Pts    []flatPoint  `json:"pts"`
+	Refs   []*flatPoint `json:"refs,omitempty"`
+	Kind   flatName     `json:"kind"`
+	Skip   string       `json:"-"`
 	hidden int
 }
 
@@ -109,6 +113,12 @@ func TestJSONFlatQualifies(t *testing.T) {
 		"shadowed":            reflect.TypeFor[flatShadowed](),
 		"embedded non-struct": reflect.TypeFor[struct{ flatName }](),
 		"recursive":           reflect.TypeFor[flatNode](),
+		"bytes":               reflect.TypeFor[struct{ B []byte }](),
+		"slice of slices":     reflect.TypeFor[struct{ S [][]int64 }](),
+		"array":               reflect.TypeFor[struct{ A [3]int64 }](),
+		"map":                 reflect.TypeFor[struct{ M map[string]int64 }](),
+		"slice not flat":      reflect.TypeFor[struct{ D []jsonDoc }](),
+		"slice of methods":    reflect.TypeFor[struct{ T []textInt }](),
 		"nested not flat":     reflect.TypeFor[struct{ D jsonDoc }](),
 		"pointer not flat":    reflect.TypeFor[struct{ D *jsonDoc }](),
 		"pointer to pointer":  reflect.TypeFor[struct{ P **flatPoint }](),
@@ -145,6 +155,15 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 			S: str, Opt: str, OK: i%2 == 0, Maybe: i%3 == 0, Price: prices[i%len(prices)], Kind: flatName(str), Skip: "skip", hidden: i}
 		d.F, d.F32 = floats[i%len(floats)], floats32[i%len(floats32)]
 		d.At = times[i%len(times)]
+		switch i % 4 {
+		case 1:
+			d.Tags, d.Nums, d.Pts, d.Refs = []string{}, []int32{}, []flatPoint{}, []*flatPoint{}
+		case 2:
+			d.Tags, d.Nums = []string{str}, []int32{int32(i), -1, 0}
+			d.Pts, d.Refs = []flatPoint{{X: 1}, {Y: -2, Label: "p"}}, []*flatPoint{nil, {X: 3}}
+		case 3:
+			d.Tags, d.Pts = []string{"a", "<b>", str, ""}, []flatPoint{{}}
+		}
 		d.Loc = flatPoint{X: float64(i), Y: -d.F, Label: str}
 		if i%3 != 0 {
 			d.Ref = &flatPoint{X: 0.5, Label: []string{"", "<ref>"}[i%2]}
@@ -207,6 +226,9 @@ func TestJSONFlatMatchesEncodingJSON(t *testing.T) {
 		`{"at":"2023-11-14T22:13:20Z"}`, `{"at":"2023-11-14T22:13:20.5+01:30"}`, `{"at":"2023-11-14T22:13:20z"}`, `{"at":"2023-11-14 22:13:20Z"}`,
 		`{"at":"2023-11-14T24:00:00Z"}`, `{"at":"2023-11-14T22:13:20,5Z"}`, `{"at":null}`, `{"at":"0001-01-01T00:00:00Z"}`, `{"at":"2023-11-14T22:13:20+01:00"}`,
 		`{"at":"2023-11-14T22:13:20\u005a"}`, `{"at":1700000000}`, `{"at":""}`, `{"at":"2023-02-30T00:00:00Z"}`, `{"at":"10000-01-01T00:00:00Z"}`,
+		`{"tags":[]}`, `{"tags":null}`, `{"tags":["a","b"]}`, `{"tags":["a",]}`, `{"tags":[,]}`, `{"tags":["a" "b"]}`, `{"tags":"a"}`,
+		`{"tags":[1]}`, `{"tags":[`, `{"tags":["a"`, `{"tags":[ "a" , "b" ] , "nums" : [ ] }`, `{"nums":[1,2,2147483648]}`, `{"nums":[1.5]}`,
+		`{"pts":[{"X":1},{}]}`, `{"pts":[null]}`, `{"refs":[null,{"Y":2}]}`, `{"refs":[{"X":1,"X":2}]}`, `{"tags":["\ud83c\udf89"]}`, `{"tags":["a"],"tags":["b"]}`,
 		`{"price":"1.5"}`, `{"price":1e3}`, `{"price":-0.0}`, `{"price":1.}`, `{"price":.5}`, `{"price":"x"}`,
 		`{"n32":5}`, `{"N32":5}`, `{"seq":3,"topic":"t","Part":-2}`, `{"flatBase":{"seq":1}}`, `{"FlatMore":{"Part":1}}`, `{"part":2,"inner":1}`, `{"ID":5}`, `{"id":1,"id":2}`, `{"Skip":"x"}`, `{"-":"x"}`, `{"hidden":1}`, `{"other":[1,{"a":2}]}`,
 		`{"id":1}x`, `{"id":1,}`, `{,}`, `{"id":1 "s":"x"}`, `{"id"1}`, `{"id":}`, `[{"id":1}]`, `null`, ``, `{`, `{"kind":"k"}`,
