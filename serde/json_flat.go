@@ -62,7 +62,7 @@ type flatField struct {
 	name      string // the JSON name
 	key       string // `"name":`
 	off       uintptr
-	size      uintptr // of an integer: 1, 2, 4 or 8 bytes
+	size      uintptr // of the value: an integer's or float's width, a slice element's stride
 	kind      flatKind
 	omitEmpty bool
 	sub       *flatCodec   // of a struct or a pointer's struct
