@@ -41,6 +41,13 @@ type Dialect struct {
 	Excluded func(col string) string
 	// MaxParams bounds the parameters of one statement.
 	MaxParams int
+	// PointDeletes deletes one key per statement (WHERE k = ?), never by
+	// a list (WHERE k IN (...)). MySQL's optimizer reads a small table
+	// whole for a list, and InnoDB waits for every row such a read meets
+	// that another transaction locked: another task's prepared batch,
+	// which keeps its locks until the Kafka transaction that waits for
+	// this batch commits. A point delete reads its own key only.
+	PointDeletes bool
 	// Classify tells what err calls for, with the database's error code
 	// and message.
 	Classify func(err error) (c Class, code, message string)
@@ -234,6 +241,7 @@ type stmt struct {
 	args []any
 }
 
+// perStmt is how many ops of width parameters one statement takes.
 func (w *Writer[K, V]) perStmt(width int) int {
 	n := w.maxRows
 	if w.d.MaxParams > 0 && n*width > w.d.MaxParams {
@@ -242,10 +250,27 @@ func (w *Writer[K, V]) perStmt(width int) int {
 	return max(n, 1)
 }
 
+// perDelete is how many deletes one statement takes.
+func (w *Writer[K, V]) perDelete() int {
+	if w.d.PointDeletes {
+		return 1
+	}
+	return w.perStmt(len(w.keys))
+}
+
 func (w *Writer[K, V]) deleteStmt(ops []op) stmt {
 	var b strings.Builder
 	args := make([]any, 0, len(ops)*len(w.keys))
 	fmt.Fprintf(&b, "DELETE FROM %s WHERE ", w.table)
+	if len(ops) == 1 && w.d.PointDeletes {
+		for i, k := range w.keys {
+			if i > 0 {
+				b.WriteString(" AND ")
+			}
+			fmt.Fprintf(&b, "%s = %s", w.d.Quote(k), w.d.Placeholder(i+1))
+		}
+		return stmt{b.String(), ops[0].vals}
+	}
 	if len(w.keys) == 1 {
 		fmt.Fprintf(&b, "%s IN (", w.d.Quote(w.keys[0]))
 	} else {
@@ -294,9 +319,8 @@ func (w *Writer[K, V]) tuple(b *strings.Builder, base, n int, paren bool) {
 }
 
 // chunks splits ops into statements.
-func (w *Writer[K, V]) chunks(ops []op, width int, build func([]op) stmt) []stmt {
+func (w *Writer[K, V]) chunks(ops []op, n int, build func([]op) stmt) []stmt {
 	var out []stmt
-	n := w.perStmt(width)
 	for len(ops) > 0 {
 		k := min(n, len(ops))
 		out = append(out, build(ops[:k]))
@@ -330,8 +354,8 @@ func (w *Writer[K, V]) Write(ctx context.Context, ex Execer, recs []sink.Record[
 }
 
 func (w *Writer[K, V]) statements(dels, rows []op) []stmt {
-	s := w.chunks(dels, len(w.keys), w.deleteStmt)
-	return append(s, w.chunks(rows, len(w.colName), w.insertStmt)...)
+	s := w.chunks(dels, w.perDelete(), w.deleteStmt)
+	return append(s, w.chunks(rows, w.perStmt(len(w.colName)), w.insertStmt)...)
 }
 
 // Classify wraps a database error by its class: *DataError, ErrConnection,
@@ -357,10 +381,10 @@ func (w *Writer[K, V]) Locate(ctx context.Context, ex Execer, recs []sink.Record
 	if err != nil {
 		return err
 	}
-	if bad, berr, err := w.find(ctx, ex, dels, len(w.keys), w.deleteStmt); err != nil || bad != nil {
+	if bad, berr, err := w.find(ctx, ex, dels, w.perDelete(), w.deleteStmt); err != nil || bad != nil {
 		return w.located(recs, bad, berr, err)
 	}
-	if bad, berr, err := w.find(ctx, ex, rows, len(w.colName), w.insertStmt); err != nil || bad != nil {
+	if bad, berr, err := w.find(ctx, ex, rows, w.perStmt(len(w.colName)), w.insertStmt); err != nil || bad != nil {
 		return w.located(recs, bad, berr, err)
 	}
 	return cause
@@ -377,8 +401,7 @@ func (w *Writer[K, V]) located(recs []sink.Record[K, V], bad *op, berr, err erro
 // find applies ops chunk by chunk, each under a savepoint; a chunk the
 // database rejects for its data is halved until one op remains: that op
 // and its error. err is a failure that is not about data.
-func (w *Writer[K, V]) find(ctx context.Context, ex Execer, ops []op, width int, build func([]op) stmt) (*op, error, error) {
-	n := w.perStmt(width)
+func (w *Writer[K, V]) find(ctx context.Context, ex Execer, ops []op, n int, build func([]op) stmt) (*op, error, error) {
 	for len(ops) > 0 {
 		k := min(n, len(ops))
 		bad, berr, err := w.bisect(ctx, ex, ops[:k], build)

@@ -78,6 +78,48 @@ func TestStatements(t *testing.T) {
 	}
 }
 
+// TestPointDeletes: with PointDeletes each tombstone is a statement of its
+// own by equality on every key column, in Write and in Locate's replay
+// alike; the rows still go in one statement.
+func TestPointDeletes(t *testing.T) {
+	d := testDialect
+	d.PointDeletes = true
+	tbl := mirror()
+	tbl.Columns = append(tbl.Columns, sluicedb.Column{Name: "k2", Type: "text"})
+	tbl.PrimaryKey = []string{"k", "k2"}
+	tbl.Row = func(r rec) ([]any, error) { return []any{r.Key, *r.Value, "x"}, nil }
+	tbl.Key = func(r rec) ([]any, error) { return []any{r.Key, "x"}, nil }
+	w, err := New(tbl, d, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []stmt{
+		{`DELETE FROM "s"."t" WHERE "k" = $1 AND "k2" = $2`, []any{"b", "x"}},
+		{`DELETE FROM "s"."t" WHERE "k" = $1 AND "k2" = $2`, []any{"c", "x"}},
+		{`INSERT INTO "s"."t" ("k", "v", "k2") VALUES ($1, $2, $3), ($4, $5, $6) ON CONFLICT ("k", "k2") DO UPDATE SET "v" = EXCLUDED."v"`, []any{"a", 0, "x", "d", 3, "x"}},
+	}
+	var r recorder
+	if err := w.Write(context.Background(), &r, recs("a", "-b", "-c", "d")); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(r.stmts) != fmt.Sprint(want) {
+		t.Fatalf("Write: got  %v\nwant %v", r.stmts, want)
+	}
+	r.stmts = nil
+	if err := w.Locate(context.Background(), &r, recs("a", "-b", "-c", "d"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var deletes []stmt
+	for _, s := range r.stmts {
+		if strings.HasPrefix(s.sql, "DELETE") {
+			deletes = append(deletes, s)
+		}
+	}
+	if fmt.Sprint(deletes) != fmt.Sprint(want[:2]) {
+		t.Fatalf("Locate's deletes: got  %v\nwant %v", deletes, want[:2])
+	}
+}
+
 // TestBatching: a batch is a few statements, bounded by MaxParams and by
 // the rows per statement, never a row per round trip.
 func TestBatching(t *testing.T) {

@@ -26,9 +26,14 @@
 //
 // Tables must be InnoDB (transactions). The rows of a batch go in a few
 // multi-row statements (INSERT ... VALUES (...), (...) with ON DUPLICATE
-// KEY UPDATE for upserts, DELETE ... WHERE key IN (...) for tombstones),
-// with the driver's interpolateParams on, so that a statement is one round
-// trip; MaxRows bounds a statement (mind max_allowed_packet for wide rows).
+// KEY UPDATE for upserts), with the driver's interpolateParams on, so that
+// a statement is one round trip; MaxRows bounds a statement (mind
+// max_allowed_packet for wide rows). Tombstones are deleted one key per
+// statement (DELETE ... WHERE key = ?): for a list of keys the optimizer may
+// read a small table whole, and that read would wait for the rows another
+// task's prepared transaction holds until the Kafka commit, which waits for
+// this one. Prepare's statements wait for a lock no longer than its context
+// (innodb_lock_wait_timeout is set from it).
 // A row the server rejects (SQLSTATE classes 22 and 23, and errors such as
 // 1364 no default, 1366 incorrect value) is a *sluicedb.RowError naming
 // the record; a lost connection wraps sluicedb.ErrConnection. Run the

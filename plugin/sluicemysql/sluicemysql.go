@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -65,13 +66,14 @@ func MaxConns(n int) Opt { return func(c *config) { c.maxConns = n } }
 func quote(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
 
 var dialect = sqlsink.Dialect{
-	Name:        "sluicemysql",
-	Quote:       quote,
-	Placeholder: func(int) string { return "?" },
-	OnConflict:  func(string) string { return " ON DUPLICATE KEY UPDATE " },
-	Excluded:    func(col string) string { return "VALUES(" + col + ")" },
-	MaxParams:   65535,
-	Classify:    classify,
+	Name:         "sluicemysql",
+	Quote:        quote,
+	Placeholder:  func(int) string { return "?" },
+	OnConflict:   func(string) string { return " ON DUPLICATE KEY UPDATE " },
+	Excluded:     func(col string) string { return "VALUES(" + col + ")" },
+	MaxParams:    65535,
+	PointDeletes: true,
+	Classify:     classify,
 }
 
 // dataErrors are server errors about a row's values whose SQLSTATE is not
@@ -274,6 +276,15 @@ func (e *prepareFailed) Unwrap() error { return e.err }
 
 func (s *Sink[K, V]) prepareOn(ctx context.Context, ex connExec, xid string, records []sink.Record[K, V]) error {
 	lit := "'" + xid + "'"
+	// A statement that waits for a lock ends when ctx does: once its
+	// session is closed the server would otherwise go on waiting, up to
+	// innodb_lock_wait_timeout (50s), with the locks it already took.
+	if d, ok := ctx.Deadline(); ok {
+		secs := max(1, int(math.Ceil(time.Until(d).Seconds())))
+		if err := ex.Exec(ctx, "SET SESSION innodb_lock_wait_timeout = "+strconv.Itoa(secs)); err != nil {
+			return fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
+		}
+	}
 	if err := ex.Exec(ctx, "XA START "+lit); err != nil {
 		return fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
 	}

@@ -153,3 +153,72 @@ func TestCommitRightAfterPrepare(t *testing.T) {
 		t.Fatalf("left prepared: %v, %v", ids, err)
 	}
 }
+
+// TestPrepareWaitsNoLongerThanItsContext: a Prepare that waits for a row
+// another transaction locked fails when its context ends, and the server
+// stops waiting too, instead of keeping the statement, and the locks it
+// took, until innodb_lock_wait_timeout (50s) with no one to answer.
+func TestPrepareWaitsNoLongerThanItsContext(t *testing.T) {
+	m := testdb.StartMariaDB(t)
+	ctx := context.Background()
+	tbl := sluicedb.Table[string, *bill]{
+		Name:       "locked",
+		Columns:    []sluicedb.Column{{Name: "k", Type: "varchar(64) NOT NULL"}, {Name: "cents", Type: "bigint"}},
+		PrimaryKey: []string{"k"},
+		Row:        func(r sink.Record[string, *bill]) ([]any, error) { return []any{r.Key, r.Value.Cents}, nil },
+		Create:     true,
+	}
+	s, err := New(ctx, m.URL(), tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("mysql", m.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var holderID int64
+	if err := holder.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&holderID); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"BEGIN", "INSERT INTO locked (k, cents) VALUES ('x', 1)"} {
+		if _, err := holder.ExecContext(ctx, q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	recs := []sink.Record[string, *bill]{{Key: "x", Value: &bill{Cents: 2}}}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err = s.Prepare(short, "waits", recs)
+	cancel()
+	if err == nil {
+		t.Fatal("Prepare of a locked row succeeded")
+	}
+	// Within a few seconds, no transaction but the holder's is left.
+	var others int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id <> ?", holderID).Scan(&others); err != nil {
+			t.Fatal(err)
+		}
+		if others == 0 {
+			break
+		}
+	}
+	if others != 0 {
+		t.Fatalf("%d transactions still wait on the server after Prepare gave up", others)
+	}
+	if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctx, "after", recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitPrepared(ctx, "after"); err != nil {
+		t.Fatal(err)
+	}
+}

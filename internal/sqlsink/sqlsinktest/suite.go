@@ -171,6 +171,7 @@ func Run(t *testing.T, h *Harness) {
 	t.Run("Adversarial", h.testAdversarial)
 	t.Run("Unreachable", h.testUnreachable)
 	t.Run("Concurrent", h.testConcurrent)
+	t.Run("PreparedSideBySide", h.testPreparedSideBySide)
 }
 
 // testConcurrent: writers racing on one sink's partitions (a zombie and
@@ -230,6 +231,65 @@ func (h *Harness) testConcurrent(t *testing.T) {
 	if ids := h.prepared(t, ctx, s, prefix); len(ids) != 0 {
 		t.Fatalf("left prepared: %v", ids)
 	}
+}
+
+// testPreparedSideBySide: the tasks of one Kafka transaction prepare their
+// batches side by side, and none is committed before all are prepared. So a
+// prepared batch must hold no lock that another task's batch, of other
+// keys, waits for: that wait would last until the transaction timed out
+// (InnoDB's gap locks at REPEATABLE READ did this: a delete of an absent
+// key locked the gap around it until the commit). Here two batches of
+// interleaved keys, each of upserts and deletes of present and absent
+// rows, must both prepare while the other is prepared.
+func (h *Harness) testPreparedSideBySide(t *testing.T) {
+	ctx := ctxFor(t)
+	table := unique("mirror")
+	s := h.open(t, ctx, h.mirrorTable(table, 64))
+	model := map[string]*Bill{}
+	key := func(i int) string { return fmt.Sprintf("k-%04d", i) }
+	var first []sink.Record[string, *Bill]
+	for i := 0; i < 120; i += 4 { // rows at every fourth key
+		first = append(first, sink.Record[string, *Bill]{Key: key(i), Value: &Bill{Note: "first", Blob: []byte{}}, Topic: "t", Offset: int64(i)})
+		model[key(i)] = first[len(first)-1].Value
+	}
+	xid := unique("side")
+	if err := s.Prepare(ctx, xid, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitPrepared(ctx, xid); err != nil {
+		t.Fatal(err)
+	}
+	// Task 0 takes the even keys, task 1 the odd ones; each upserts and
+	// deletes keys that are rows and keys that are not.
+	batches := make([][]sink.Record[string, *Bill], 2)
+	for i := range 120 {
+		var b *Bill
+		if i%3 != 0 {
+			b = &Bill{Note: fmt.Sprint("task ", i%2), Blob: []byte{byte(i)}, Cents: int64(i)}
+		}
+		batches[i%2] = append(batches[i%2], sink.Record[string, *Bill]{Key: key(i), Value: b, Topic: "t", Partition: int32(i % 2), Offset: int64(i)})
+		if b == nil {
+			delete(model, key(i))
+		} else {
+			model[key(i)] = b
+		}
+	}
+	prefix := unique("side") + "-"
+	for task, recs := range batches {
+		// Far below any lock wait timeout, far above a prepare's time.
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := s.Prepare(pctx, fmt.Sprint(prefix, task), recs)
+		cancel()
+		if err != nil {
+			t.Fatalf("task %d's batch could not prepare beside task %d's prepared one: %v", task, 1-task, err)
+		}
+	}
+	for task := range batches {
+		if err := s.CommitPrepared(ctx, fmt.Sprint(prefix, task)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.compare(t, ctx, table, model)
 }
 
 // Bench measures one batch of n rows per operation, in mode "two_phase"
