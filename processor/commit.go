@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// prepareTimeout bounds a commit's prepares, given the transaction's
+// timeout (a variable for a test's negative control).
+var prepareTimeout = func(txn time.Duration) time.Duration { return txn / 2 }
+
 // The commit sequence (DESIGN.md, "The commit sequence"): flush the tasks,
 // end the transaction, then apply or discard every task's stage.
 
@@ -66,7 +70,14 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	if commit {
 		// Invariant 7: prepared before the Kafka commit; a sink that
 		// cannot prepare aborts the transaction (its records replay).
-		if perr := m.ext().prepare(ctx); perr != nil {
+		// The prepares get half the transaction's timeout, as the fence
+		// does: one that waits (for a database's lock, a slow store)
+		// then aborts the transaction while End still has time to,
+		// before the broker times the transaction out.
+		pctx, pcancel := context.WithTimeout(ctx, prepareTimeout(m.a.cfg.txnTimeout))
+		perr := m.ext().prepare(pctx)
+		pcancel()
+		if perr != nil {
 			commit, cause = false, AbortSink
 			sinkErr = m.ext().prepareFailed(perr)
 		} else {

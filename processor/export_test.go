@@ -9,3 +9,11 @@ func SetSinkBackoff(lo, hi time.Duration) (restore func()) {
 	sinkBackoffMin, sinkBackoffMax = lo, hi
 	return func() { sinkBackoffMin, sinkBackoffMax = plo, phi }
 }
+
+// SetPrepareTimeout sets the bound of a commit's prepares, for the negative
+// control of the hanging-sink test; it returns the restore.
+func SetPrepareTimeout(d time.Duration) (restore func()) {
+	prev := prepareTimeout
+	prepareTimeout = func(time.Duration) time.Duration { return d }
+	return func() { prepareTimeout = prev }
+}

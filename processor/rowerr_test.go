@@ -1,6 +1,7 @@
 package processor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -393,6 +394,107 @@ func runOutage(t *testing.T) int64 {
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	awaitStored(t, ctx, p, n, done)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d transactions aborted by the sink during a 3s outage", during)
+	return during
+}
+
+// stuckParticipant is sinkfile's participant whose Prepare, while stuck,
+// waits until its context ends, as a database's prepare that waits for a
+// lock another transaction holds.
+type stuckParticipant struct {
+	*sinkfile.Participant[string, []byte]
+	stuck *atomic.Bool
+}
+
+func (s stuckParticipant) Prepare(ctx context.Context, xid string, recs []sink.Record[string, []byte]) error {
+	if s.stuck.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Participant.Prepare(ctx, xid, recs)
+}
+
+// TestSinkPrepareThatWaitsAborts: a prepare that waits and waits is given
+// up in time for the transaction to abort cleanly (an abort of cause sink,
+// the session kept), and once the store answers again every record is
+// stored exactly once. The negative control lets the prepares take the
+// whole commit's time: the broker times the transaction out first, End
+// fails, and the session is rebuilt.
+func TestSinkPrepareThatWaitsAborts(t *testing.T) {
+	t.Run("bounded", func(t *testing.T) {
+		if logs := runStuckPrepare(t); strings.Contains(logs, "rebuilding session") {
+			t.Fatalf("the session was rebuilt:\n%s", logs)
+		}
+	})
+	t.Run("negative-control", func(t *testing.T) {
+		defer processor.SetPrepareTimeout(time.Hour)()
+		if logs := runStuckPrepare(t); !strings.Contains(logs, "rebuilding session") {
+			t.Fatalf("negative control: the session was not rebuilt:\n%s", logs)
+		}
+	})
+}
+
+// runStuckPrepare stores 100 records, the store stuck for 3s in the middle,
+// and returns the instance's log.
+func runStuckPrepare(t *testing.T) string {
+	addrs := testBrokers(t)
+	app, in := uniq(t, "stuck"), uniq(t, "stuck-in")
+	cl := setup(t, addrs, 2, in)
+	p, err := sinkfile.NewParticipant(t.TempDir(), serde.String, serde.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck := &atomic.Bool{}
+	tp := topology.New()
+	topology.ToParticipant(topology.From(tp, in, serde.String, serde.Bytes), sinkName, sink.Participant[string, []byte](stuckParticipant{p, stuck}))
+	var logs bytes.Buffer
+	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
+		processor.TransactionTimeout(2*time.Second),
+		processor.Logger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	const n = 100
+	keys := testkeys.All()
+	for i := range n {
+		if i == 30 {
+			stuck.Store(true)
+		}
+		if i == 60 {
+			time.Sleep(3 * time.Second) // the prepares of records 30-59 wait
+			stuck.Store(false)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(keys[i%len(keys)]), Value: []byte(strconv.Itoa(i) + "|")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	awaitStored(t, ctx, p, n, done)
+	if a.Stats().AbortsByCause()[processor.AbortSink] == 0 {
+		t.Error("no transaction aborted for the sink")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return logs.String()
+}
+
+// awaitStored waits until the store holds n distinct inputs, and checks
+// that it holds each exactly once; the instance stopping (done) or ctx
+// ending first fails the test.
+func awaitStored(t *testing.T, ctx context.Context, p *sinkfile.Participant[string, []byte], n int, done chan error) {
+	t.Helper()
 	for {
 		recs, err := p.Committed()
 		if err == nil && distinct(recs) >= n {
@@ -403,7 +505,7 @@ func runOutage(t *testing.T) int64 {
 			if err := checkExactlyOnce(ids, n); err != nil {
 				t.Fatal(err)
 			}
-			break
+			return
 		}
 		select {
 		case err := <-done:
@@ -413,12 +515,6 @@ func runOutage(t *testing.T) int64 {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d transactions aborted by the sink during a 3s outage", during)
-	return during
 }
 
 // pingParticipant is sinkfile's participant whose store is unreachable at
