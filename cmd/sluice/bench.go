@@ -180,7 +180,7 @@ func childRunner(ctx context.Context, cfg bench.Config, name string, g txn.Guara
 
 func printTable(w io.Writer, res []bench.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tcpu µs/record\tsteady records/s\tpeak RSS MiB\tpaced rate\tp50 ms\tp99 ms\tmax ms\t")
+	fmt.Fprintln(tw, "scenario\tguarantee\trecords\tseconds\trecords/s\tvs pipe\tcpu µs/record\tproduced/record\tsteady records/s\tpeak RSS MiB\tpaced rate\tp50 ms\tp99 ms\tmax ms\t")
 	for _, r := range res {
 		rss := "-"
 		if r.PeakRSSBytes > 0 {
@@ -190,7 +190,7 @@ func printTable(w io.Writer, res []bench.Result) {
 		if r.PacedRecords > 0 {
 			paced = fmt.Sprintf("%.0f\t%.1f\t%.1f\t%.1f", r.PacedRate, r.LatencyP50ms, r.LatencyP99ms, r.LatencyMaxms)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.CPUMicrosPerRecord, r.SteadyPerSecond, rss, paced)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%s\t%s\t\n", r.Scenario, r.Guarantee, r.Records, r.Seconds, r.PerSecond, r.VsPipe, r.CPUMicrosPerRecord, r.ProducedPerRecord, r.SteadyPerSecond, rss, paced)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -87,6 +87,11 @@ type Result struct {
 	// input record: steadier than the rate when the machine is shared, and
 	// the measure of cost when, as here, the run keeps every core busy.
 	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
+	// ProducedPerRecord is the records the job wrote to Kafka in the
+	// timed run (outputs, changelog, repartition and dead-letter records)
+	// per input record: the pipe's is 1. It is the part of a job's cost
+	// that grows with what it must keep and say, whatever its code.
+	ProducedPerRecord float64 `json:"produced_per_record"`
 	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
 	// in-process broker included; set only when the scenario ran in a
 	// process of its own.
@@ -105,6 +110,15 @@ type Result struct {
 // Scenarios lists the scenario names in run order.
 var Scenarios = []string{"pipe", "stateless", "count", "windowed", "wordcount", "billing", "restore", "stream-join", "table-join"}
 
+// job is a scenario's job, running.
+type job struct {
+	stop func() error
+	// committed reports how many records the job processed in committed
+	// transactions; produced, how many it wrote to Kafka (outputs,
+	// changelog, repartition and dead-letter records, committed or not).
+	committed, produced func() int64
+}
+
 type scenario struct {
 	name string
 	// input makes the records and says how many records the job processes
@@ -112,10 +126,9 @@ type scenario struct {
 	// topics).
 	input func(n int, r *rand.Rand) (recs []*kgo.Record, processed int64)
 	note  string
-	// run processes the preloaded input under g; committed reports how
-	// many records it processed in committed transactions.
-	// onExit is called if the job stops by itself (with its error).
-	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (stop func() error, committed func() int64, err error)
+	// run starts the job over the preloaded input under g; onExit is
+	// called if the job stops by itself (with its error).
+	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error)
 	// prepare, if set, runs before the timed run (in dir), after the
 	// input is preloaded, or before it with prepareFirst.
 	prepare      func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
@@ -351,19 +364,20 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	start := time.Now()
 	wctx, stopWaiting := context.WithCancelCause(ctx)
 	defer stopWaiting(nil)
-	stop, committed, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
+	j, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
 		stopWaiting(fmt.Errorf("bench: the job stopped: %v", err))
 	})
 	if err != nil {
 		return Result{}, err
 	}
-	steady, werr := waitCommitted(wctx, committed, target)
+	steady, werr := waitCommitted(wctx, j.committed, target)
 	if werr != nil && context.Cause(wctx) != nil {
 		werr = context.Cause(wctx)
 	}
 	took, cpu := time.Since(start), cpuTime()-cpu0
 	stopProfile()
-	if serr := stop(); werr == nil {
+	produced := j.produced()
+	if serr := j.stop(); werr == nil {
 		werr = serr
 	}
 	if werr != nil {
@@ -382,6 +396,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		Seconds: took.Seconds(), PerSecond: float64(len(recs)) / took.Seconds(),
 		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: note,
 		CPUMicrosPerRecord: float64(cpu.Microseconds()) / float64(len(recs)),
+		ProducedPerRecord:  float64(produced) / float64(len(recs)),
 		CPUProfiles:        profile,
 	}, nil
 }
@@ -566,23 +581,23 @@ func bills(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	return recs, processed
 }
 
-func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (func() error, func() int64, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
+func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (job, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
 		group := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		stop, app, err := start(ctx, build(), onExit, append(opts, processor.ApplicationID(group), processor.Brokers(addrs...),
 			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))...)
 		if err != nil {
-			return nil, nil, err
+			return job{}, err
 		}
-		return stop, app.Stats().Processed.Load, nil
+		return job{stop, app.Stats().Processed.Load, app.Stats().Produced.Load}, nil
 	}
 }
 
 // foldingUnderEOS is runTopology with processor.FoldUpdates under
 // exactly_once, where a reader sees no update before the commit anyway, and
 // every update forwarded under at_least_once, where it sees them at once.
-func foldingUnderEOS(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (func() error, func() int64, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
+func foldingUnderEOS(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (job, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
 		return runTopology(build, processor.FoldUpdates(g == txn.ExactlyOnce))(ctx, addrs, g, interval, dir, onExit)
 	}
 }
@@ -607,23 +622,23 @@ func start(ctx context.Context, t *topology.Topology, onExit func(error), opts .
 
 // runPipe is the limit: consume, produce each record unchanged, commit every
 // interval — in a transaction under exactly_once.
-func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string, onExit func(error)) (func() error, func() int64, error) {
+func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string, onExit func(error)) (job, error) {
 	group := "pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	sess, err := txn.NewSession(g, group+"-txn",
 		kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1<<20))
 	if err != nil {
-		return nil, nil, err
+		return job{}, err
 	}
 	if g == txn.ExactlyOnce {
 		// As sluice does: initialise the producer before the group
 		// hands out partitions, not on the first record.
 		if _, _, err := sess.Client().ProducerID(ctx); err != nil {
 			sess.Close()
-			return nil, nil, err
+			return job{}, err
 		}
 	}
-	var committed atomic.Int64
+	var committed, produced atomic.Int64
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -645,6 +660,7 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 				pcancel()
 				fs.EachRecord(func(r *kgo.Record) {
 					n++
+					produced.Add(1)
 					sess.Produce(rctx, &kgo.Record{Topic: "out", Key: r.Key, Value: r.Value}, nil)
 				})
 			}
@@ -662,7 +678,7 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 		}
 		done <- nil
 	}()
-	return func() error { cancel(); return <-done }, committed.Load, nil
+	return job{func() error { cancel(); return <-done }, committed.Load, produced.Load}, nil
 }
 
 // unique makes n records with distinct keys, so that a count over them
@@ -704,13 +720,13 @@ func prepareRestore(ctx context.Context, addrs []string, g txn.Guarantee, interv
 
 // runRestore starts an instance of the same application with empty state:
 // it restores every changelog record.
-func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
+func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
 	stop, app, err := start(ctx, countTopology(), onExit, processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
 		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/second"))
 	if err != nil {
-		return nil, nil, err
+		return job{}, err
 	}
-	return stop, app.Stats().Restored.Load, nil
+	return job{stop, app.Stats().Restored.Load, app.Stats().Produced.Load}, nil
 }
 
 func billingOptions() []processor.Opt {

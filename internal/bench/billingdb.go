@@ -65,22 +65,22 @@ func openSQL(raw string) (*sql.DB, error) {
 // progress is the app's committed records, held one short of done until
 // every bill's row is visible: offsets mode writes after the commit, and
 // its lag counts.
-func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (func() error, func() int64, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
+func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (job, error) {
+	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
 		reader, err := openSQL(url)
 		if err != nil {
-			return nil, nil, err
+			return job{}, err
 		}
 		for _, t := range []string{examples.BillsAcceptedTable, examples.AccountTotalsTable} {
 			if _, err := reader.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
 				reader.Close()
-				return nil, nil, fmt.Errorf("bench: drop %s: %w", t, err)
+				return job{}, fmt.Errorf("bench: drop %s: %w", t, err)
 			}
 		}
 		db, err := billingdb.Open(ctx, billingdb.Config{URL: url, Mode: mode, CreateTables: true})
 		if err != nil {
 			reader.Close()
-			return nil, nil, err
+			return job{}, err
 		}
 		group := "bench-" + fmt.Sprint(time.Now().UnixNano())
 		stop, app, err := start(ctx, examples.BillingWithDB("in", "out", "out2", "dlq", db.BillingDB), onExit,
@@ -89,7 +89,7 @@ func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarante
 		if err != nil {
 			db.Close()
 			reader.Close()
-			return nil, nil, err
+			return job{}, err
 		}
 		var rows atomic.Int64
 		pctx, stopPolling := context.WithCancel(ctx)
@@ -110,16 +110,16 @@ func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarante
 		// bills(n) makes n bills of which n/2 pass the repartition
 		// topic: the job is done at n + n/2 processed, and the database
 		// at n rows, which this maps onto the same count.
-		return func() error {
-				stopPolling()
-				<-polled
-				err := stop()
-				db.Close()
-				reader.Close()
-				return err
-			}, func() int64 {
-				r := rows.Load()
-				return min(app.Stats().Processed.Load(), r+r/2)
-			}, nil
+		return job{func() error {
+			stopPolling()
+			<-polled
+			err := stop()
+			db.Close()
+			reader.Close()
+			return err
+		}, func() int64 {
+			r := rows.Load()
+			return min(app.Stats().Processed.Load(), r+r/2)
+		}, app.Stats().Produced.Load}, nil
 	}
 }

@@ -335,12 +335,12 @@ func prepareTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, inte
 	return werr
 }
 
-func runTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (func() error, func() int64, error) {
+func runTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
 	stop, app, err := start(ctx, tableJoinTopology(), onExit, tableJoinOptions(addrs, g, interval, dir)...)
 	if err != nil {
-		return nil, nil, err
+		return job{}, err
 	}
-	return stop, app.Stats().Processed.Load, nil
+	return job{stop, app.Stats().Processed.Load, app.Stats().Produced.Load}, nil
 }
 
 // verifyTableJoin reads the output back (read_committed) and checks it

@@ -92,7 +92,7 @@ func runPaced(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (La
 	defer os.RemoveAll(dir)
 	jctx, jobStopped := context.WithCancelCause(ctx)
 	defer jobStopped(nil)
-	stop, _, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
+	j, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
 		jobStopped(fmt.Errorf("bench: the job stopped: %v", err))
 	})
 	if err != nil {
@@ -102,7 +102,7 @@ func runPaced(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (La
 	if err != nil && context.Cause(jctx) != nil {
 		err = context.Cause(jctx)
 	}
-	if serr := stop(); err == nil {
+	if serr := j.stop(); err == nil {
 		err = serr
 	}
 	if err != nil {
