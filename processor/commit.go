@@ -7,9 +7,14 @@ import (
 	"time"
 )
 
-// prepareTimeout bounds a commit's prepares, given the transaction's
-// timeout (a variable for a test's negative control).
-var prepareTimeout = func(txn time.Duration) time.Duration { return txn / 2 }
+// prepareDeadline is when a commit's prepares must have ended, given when
+// the transaction began and its timeout: before the broker would time the
+// transaction out (its clock starts at the first record, after begin),
+// less a quarter of the timeout, at most 2s, for End to abort it. A
+// variable for a test's negative control.
+var prepareDeadline = func(begin time.Time, txn time.Duration) time.Time {
+	return begin.Add(txn - min(txn/4, 2*time.Second))
+}
 
 // The commit sequence (DESIGN.md, "The commit sequence"): flush the tasks,
 // end the transaction, then apply or discard every task's stage.
@@ -70,11 +75,10 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	if commit {
 		// Invariant 7: prepared before the Kafka commit; a sink that
 		// cannot prepare aborts the transaction (its records replay).
-		// The prepares get half the transaction's timeout, as the fence
-		// does: one that waits (for a database's lock, a slow store)
-		// then aborts the transaction while End still has time to,
-		// before the broker times the transaction out.
-		pctx, pcancel := context.WithTimeout(ctx, prepareTimeout(m.a.cfg.txnTimeout))
+		// A prepare that waits (for a database's lock, a slow store)
+		// gives up in time for End to abort the transaction before the
+		// broker times it out (prepareDeadline).
+		pctx, pcancel := context.WithDeadline(ctx, prepareDeadline(m.txnStart, m.a.cfg.txnTimeout))
 		perr := m.ext().prepare(pctx)
 		pcancel()
 		if perr != nil {

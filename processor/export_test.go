@@ -10,10 +10,11 @@ func SetSinkBackoff(lo, hi time.Duration) (restore func()) {
 	return func() { sinkBackoffMin, sinkBackoffMax = plo, phi }
 }
 
-// SetPrepareTimeout sets the bound of a commit's prepares, for the negative
-// control of the hanging-sink test; it returns the restore.
-func SetPrepareTimeout(d time.Duration) (restore func()) {
-	prev := prepareTimeout
-	prepareTimeout = func(time.Duration) time.Duration { return d }
-	return func() { prepareTimeout = prev }
+// UnboundPrepares lets a commit's prepares take the whole commit's time,
+// for the negative control of the hanging-sink test; it returns the
+// restore.
+func UnboundPrepares() (restore func()) {
+	prev := prepareDeadline
+	prepareDeadline = func(time.Time, time.Duration) time.Time { return time.Now().Add(time.Hour) }
+	return func() { prepareDeadline = prev }
 }

@@ -432,14 +432,14 @@ func TestSinkPrepareThatWaitsAborts(t *testing.T) {
 		}
 	})
 	t.Run("negative-control", func(t *testing.T) {
-		defer processor.SetPrepareTimeout(time.Hour)()
+		defer processor.UnboundPrepares()()
 		if logs := runStuckPrepare(t); !strings.Contains(logs, "rebuilding session") {
 			t.Fatalf("negative control: the session was not rebuilt:\n%s", logs)
 		}
 	})
 }
 
-// runStuckPrepare stores 100 records, the store stuck for 3s in the middle,
+// runStuckPrepare stores 100 records, the store stuck for 5s in the middle,
 // and returns the instance's log.
 func runStuckPrepare(t *testing.T) string {
 	addrs := testBrokers(t)
@@ -455,7 +455,7 @@ func runStuckPrepare(t *testing.T) string {
 	var logs bytes.Buffer
 	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
 		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
-		processor.TransactionTimeout(2*time.Second),
+		processor.TransactionTimeout(4*time.Second),
 		processor.Logger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		t.Fatal(err)
@@ -471,7 +471,7 @@ func runStuckPrepare(t *testing.T) string {
 			stuck.Store(true)
 		}
 		if i == 60 {
-			time.Sleep(3 * time.Second) // the prepares of records 30-59 wait
+			time.Sleep(5 * time.Second) // the prepares of records 30-59 wait
 			stuck.Store(false)
 		}
 		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(keys[i%len(keys)]), Value: []byte(strconv.Itoa(i) + "|")}).FirstErr(); err != nil {
