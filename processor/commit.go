@@ -8,12 +8,12 @@ import (
 )
 
 // prepareDeadline is when a commit's prepares must have ended, given when
-// the transaction began and its timeout: before the broker would time the
-// transaction out (its clock starts at the first record, after begin),
-// less a quarter of the timeout, at most 2s, for End to abort it. A
+// the transaction's first record was produced (the broker times the
+// transaction out from about then) and its timeout: before that timeout,
+// less a quarter of it, at most 2s, for End to abort the transaction. A
 // variable for a test's negative control.
-var prepareDeadline = func(begin time.Time, txn time.Duration) time.Time {
-	return begin.Add(txn - min(txn/4, 2*time.Second))
+var prepareDeadline = func(first time.Time, txn time.Duration) time.Time {
+	return first.Add(txn - min(txn/4, 2*time.Second))
 }
 
 // The commit sequence (DESIGN.md, "The commit sequence"): flush the tasks,
@@ -78,7 +78,11 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		// A prepare that waits (for a database's lock, a slow store)
 		// gives up in time for End to abort the transaction before the
 		// broker times it out (prepareDeadline).
-		pctx, pcancel := context.WithDeadline(ctx, prepareDeadline(m.txnStart, m.a.cfg.txnTimeout))
+		first := time.Now()
+		if ns := m.firstSent.Load(); ns != 0 {
+			first = time.Unix(0, ns)
+		}
+		pctx, pcancel := context.WithDeadline(ctx, prepareDeadline(first, m.a.cfg.txnTimeout))
 		perr := m.ext().prepare(pctx)
 		pcancel()
 		if perr != nil {

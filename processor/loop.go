@@ -28,6 +28,7 @@ func (m *member) loop(ctx context.Context) error {
 			}
 			m.inTxn, m.txnStart = true, time.Now()
 			m.sent.Store(false)
+			m.firstSent.Store(0)
 		}
 		if ctx.Err() != nil {
 			_, err := m.end(true, AbortShutdown)

@@ -490,6 +490,55 @@ func runStuckPrepare(t *testing.T) string {
 	return logs.String()
 }
 
+// TestSinkPrepareTimedFromTheFirstRecord: the prepares' deadline counts
+// from the transaction's first record, as the broker's timeout does, not
+// from its begin: a poll whose processing takes most of the transaction
+// timeout before anything is produced (here a step that stalls for 3.5s of
+// the 4s) still commits at once. Counted from the begin, the prepare would
+// have had no time left and the transaction would have aborted for the
+// sink (checked against that code when this test was written).
+func TestSinkPrepareTimedFromTheFirstRecord(t *testing.T) {
+	addrs := testBrokers(t)
+	app, in := uniq(t, "first"), uniq(t, "first-in")
+	cl := setup(t, addrs, 1, in)
+	p, err := sinkfile.NewParticipant(t.TempDir(), serde.String, serde.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stalled atomic.Bool
+	tp := topology.New()
+	s := topology.Peek(topology.From(tp, in, serde.String, serde.Bytes), func(string, []byte) {
+		if !stalled.Swap(true) {
+			time.Sleep(3500 * time.Millisecond)
+		}
+	})
+	topology.ToParticipant(s, sinkName, sink.Participant[string, []byte](p))
+	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
+		processor.TransactionTimeout(4*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	const n = 10
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(strconv.Itoa(i) + "|")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitStored(t, ctx, p, n, done)
+	if aborts := a.Stats().AbortsByCause()[processor.AbortSink]; aborts != 0 {
+		t.Errorf("%d transactions aborted for the sink", aborts)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // awaitStored waits until the store holds n distinct inputs, and checks
 // that it holds each exactly once; the instance stopping (done) or ctx
 // ending first fails the test.

@@ -66,6 +66,11 @@ type member struct {
 	pollMax     int         // records the next poll may take (boundPolls)
 	perRecord   float64     // stage bytes per record, a decaying maximum (boundPolls)
 
+	// firstSent is when the open transaction's first record was produced
+	// (Unix nanoseconds; 0: none yet): the broker's clock for the
+	// transaction's timeout starts there, not at Begin (prepareDeadline).
+	firstSent atomic.Int64
+
 	// standby follows the changelogs of wantStandby, minus the tasks
 	// open here (standby.go).
 	standby     *standbySet
@@ -186,6 +191,7 @@ func (m *member) takeEvents() []event {
 func (m *member) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	if !m.sent.Load() {
 		m.sent.Store(true) // once per transaction: the tasks' goroutines share it
+		m.firstSent.CompareAndSwap(0, time.Now().UnixNano())
 	}
 	if promise == nil {
 		// Most records: no closure to allocate.
