@@ -453,17 +453,9 @@ func runStuckPrepare(t *testing.T) string {
 	tp := topology.New()
 	topology.ToParticipant(topology.From(tp, in, serde.String, serde.Bytes), sinkName, sink.Participant[string, []byte](stuckParticipant{p, stuck}))
 	var logs bytes.Buffer
-	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
-		processor.TransactionTimeout(4*time.Second),
+	a, ctx, cancel, done := startSinkApp(t, tp, app, addrs, slog.LevelWarn, processor.TransactionTimeout(4*time.Second),
 		processor.Logger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
 	const n = 100
 	keys := testkeys.All()
 	for i := range n {
@@ -513,16 +505,8 @@ func TestSinkPrepareTimedFromTheFirstRecord(t *testing.T) {
 		}
 	})
 	topology.ToParticipant(s, sinkName, sink.Participant[string, []byte](p))
-	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
-		processor.TransactionTimeout(4*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	a, ctx, cancel, done := startSinkApp(t, tp, app, addrs, slog.LevelWarn, processor.TransactionTimeout(4*time.Second))
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
 	const n = 10
 	for i := range n {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(strconv.Itoa(i) + "|")}).FirstErr(); err != nil {
@@ -611,11 +595,11 @@ func TestSinkUnreachableAtStart(t *testing.T) {
 }
 
 // startSinkApp runs tp as one instance, for at most 60s; done gets Run's
-// error.
-func startSinkApp(t *testing.T, tp *topology.Topology, app string, addrs []string, level slog.Level) (*processor.App, context.Context, context.CancelFunc, chan error) {
-	a, err := processor.New(tp, processor.ApplicationID(app), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(30*time.Millisecond),
-		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))))
+// error. opts come after the usual options, so they may replace them.
+func startSinkApp(t *testing.T, tp *topology.Topology, app string, addrs []string, level slog.Level, opts ...processor.Opt) (*processor.App, context.Context, context.CancelFunc, chan error) {
+	a, err := processor.New(tp, append([]processor.Opt{processor.ApplicationID(app), processor.Brokers(addrs...),
+		processor.StateDir(t.TempDir()), processor.CommitInterval(30 * time.Millisecond),
+		processor.Logger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
