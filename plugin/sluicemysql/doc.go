@@ -15,10 +15,12 @@
 //     by prefix. XA RECOVER shows the whole server's prepared transactions,
 //     not one database's: give each application its own prefix. The user
 //     needs XA_RECOVER_ADMIN on MySQL 8, and PROCESS for the wait below.
-//     Prepare returns once its session has ended, and resolving an id
-//     another process prepared first waits for the user's sessions holding
-//     a transaction to end: MariaDB was seen to lose a transaction
-//     committed while its preparing session was still ending.
+//     Prepare returns once its session has ended, off the processlist and
+//     with InnoDB's status (SHOW ENGINE INNODB STATUS) no longer naming it
+//     under a transaction; resolving an id another process prepared first
+//     waits for the user's sessions holding a transaction to end, and for
+//     any session still ending: MariaDB loses a transaction committed
+//     while its preparing session is still ending.
 //   - a sink.Idempotent: Write stores the rows and the next offset of each
 //     source partition in one ordinary transaction, in the table
 //     sluice_sink_offsets (sink, topic, kafka_partition, next_offset),
