@@ -143,7 +143,9 @@ type heldUpdate struct {
 }
 
 type stagedEntry struct {
-	key []byte // owned by the stage; never mutated
+	// key is owned by the stage and never mutated. A write replaces it
+	// with an equal copy that the new value follows (colocate).
+	key []byte
 	// value is nil for a delete (dirty) or a key the engine lacks (clean).
 	// Replaced on write, never mutated in place.
 	value   []byte
@@ -268,9 +270,13 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 		// a transaction reading many keys stays within the bound.
 		return v, ok, err
 	}
-	// The engine's copy is ours: keep it rather than copy it again.
-	s.add(bytes.Clone(key), v, !ok)
-	return v, ok, nil
+	if v == nil {
+		s.add(bytes.Clone(key), nil, true)
+		return nil, false, nil
+	}
+	k, v := colocate(key, v)
+	s.add(k, v, false)
+	return v, true, nil
 }
 
 // isComplete says whether every key the engine holds has an entry. Not
@@ -365,25 +371,20 @@ func (s *Staged) stage(key, value []byte, absent bool) int {
 		s.undo = append(s.undo, undoStep{i: i, was: s.entries[i]})
 	}
 	if !ok {
-		// One allocation for key and value; the key is capped so no append
-		// can ever reach into the value.
-		buf := make([]byte, len(key)+len(value))
-		copy(buf, key)
-		var v []byte
-		if value != nil {
-			copy(buf[len(key):], value)
-			v = buf[len(key):]
-		}
-		i = s.add(buf[:len(key):len(key)], v, absent)
+		k, v := colocate(key, value)
+		i = s.add(k, v, absent)
 	} else {
 		e := &s.entries[i]
 		s.cached -= len(e.value)
 		e.value = nil
 		if value != nil {
 			// A fresh slice, not a copy into the old one: the old value
-			// may already be owned by the changelog receiver.
-			e.value = make([]byte, len(value))
-			copy(e.value, value)
+			// may already be owned by the changelog receiver. It comes
+			// with a copy of the key, which the index is pointed at, so
+			// that the next lookup's key comparison brings the value
+			// into the CPU's cache with the key (colocate).
+			e.key, e.value = colocate(e.key, value)
+			s.index[keyString(e.key)] = i
 			s.cached += len(value)
 		}
 	}
@@ -937,6 +938,20 @@ func (s *Staged) reset() {
 	s.cached = 0
 	s.Release()
 	s.trim()
+}
+
+// colocate copies key and value (nil: none) into one allocation, the key
+// first, capped so that no append can reach into the value. An entry's
+// key and value then share cache lines: a lookup, whose key comparison
+// reads the key, finds the value already loaded.
+func colocate(key, value []byte) (k, v []byte) {
+	buf := make([]byte, len(key)+len(value))
+	copy(buf, key)
+	if value != nil {
+		copy(buf[len(key):], value)
+		v = buf[len(key):]
+	}
+	return buf[:len(key):len(key)], v
 }
 
 // keyString is key as a map key without a copy: the stage's keys are

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // recorder collects changelog records as "k=v" ("k=<nil>" for tombstones).
@@ -588,5 +589,52 @@ func TestStagedReadCache(t *testing.T) {
 	mustCommit(t, s, 0)
 	if n := reads(s, e, "a", "a"); n != 2 {
 		t.Errorf("without a read cache: %d engine reads, want 2", n)
+	}
+}
+
+// TestStagedColocatesKeyAndValue: an entry's value sits right after its
+// key in one allocation, and the index's key is that copy, whether the
+// entry came from a write, from an overwrite or from a read of the
+// engine, so that a lookup, which compares the key, has the value in the
+// CPU's cache with it. The changelog's earlier value is not touched.
+func TestStagedColocatesKeyAndValue(t *testing.T) {
+	engine := NewMemory()
+	if err := engine.Apply([]Write{{Key: []byte("committed"), Value: []byte("v0")}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	s := NewStaged("t", engine)
+	var emitted [][]byte
+	s.SetChangelog(func(_, v []byte) { emitted = append(emitted, v) })
+	check := func(what, key string) {
+		t.Helper()
+		i, ok := s.lookup([]byte(key))
+		if !ok {
+			t.Fatalf("%s: %q has no entry", what, key)
+		}
+		e := s.entries[i]
+		if end := unsafe.Add(unsafe.Pointer(unsafe.SliceData(e.key)), len(e.key)); end != unsafe.Pointer(unsafe.SliceData(e.value)) {
+			t.Errorf("%s: %q's value does not follow its key", what, key)
+		}
+		for k := range s.index {
+			if k == key && unsafe.StringData(k) != unsafe.SliceData(e.key) {
+				t.Errorf("%s: the index's %q is not the entry's key", what, key)
+			}
+		}
+	}
+	if _, ok, err := s.Get([]byte("committed")); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	check("read from the engine", "committed")
+	if err := s.Put([]byte("new"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	check("put", "new")
+	s.Flush()
+	if err := s.Put([]byte("new"), []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	check("overwrite", "new")
+	if len(emitted) != 1 || string(emitted[0]) != "v1" {
+		t.Fatalf("the changelog holds %q, want the flushed v1 unchanged", emitted)
 	}
 }
