@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"unsafe"
 
 	"github.com/RaduBerinde/btreemap"
 )
@@ -28,7 +27,7 @@ import (
 //
 // The stage also caches committed values for reads: a key read from the
 // engine, or written and committed, stays in the stage as a clean entry, so
-// that the next transaction reads it from a map instead of a Pebble seek
+// that the next transaction reads it from memory instead of a Pebble seek
 // (most keys of a keyed aggregation are read again soon after they were
 // written). Clean entries hold exactly the engine's value, so every read of
 // the merged view is the same with or without them; Range and First skip
@@ -61,11 +60,10 @@ type Staged struct {
 	changelog func(key, value []byte)
 
 	// index maps a key to its entry, dirty (written since the last
-	// Commit) or clean (cached committed value). Its keys share their
-	// bytes with the entries' (keyString). indexPeak is the most keys it
-	// held since it was made: a map never shrinks, so one grown by a
-	// large transaction is made anew after it (trim).
-	index     map[string]int
+	// Commit) or clean (cached committed value). indexPeak is the most
+	// keys it held since it was made or shrunk: one grown by a large
+	// transaction is shrunk after it (trim).
+	index     keyIndex
 	indexPeak int
 	entries   []stagedEntry
 	// dirty holds the indices of the dirty entries in first-write order
@@ -159,7 +157,7 @@ type stagedEntry struct {
 }
 
 // entryOverhead estimates the memory of an entry beyond its key and value:
-// the entry, its index slot and the key string's header.
+// the entry and its index slots.
 const entryOverhead = 128
 
 // heldOverhead estimates the memory of a held update beyond the entry's:
@@ -211,7 +209,7 @@ func NewStaged(name string, e Engine, opts ...StagedOption) *Staged {
 		name:       name,
 		engine:     e,
 		cache:      true,
-		index:      make(map[string]int),
+		index:      newKeyIndex(0),
 		cacheLimit: DefaultReadCache,
 	}
 	for _, o := range opts {
@@ -305,8 +303,8 @@ func (s *Staged) isComplete() (bool, error) {
 func (s *Staged) add(key, value []byte, absent bool) int {
 	i := len(s.entries)
 	s.entries = append(s.entries, stagedEntry{key: key, value: value, absent: absent})
-	s.index[keyString(key)] = i
-	s.indexPeak = max(s.indexPeak, len(s.index))
+	s.index.Add(key, i)
+	s.indexPeak = max(s.indexPeak, s.index.Len())
 	s.cached += len(key) + len(value) + entryOverhead
 	s.last = i
 	return i
@@ -320,7 +318,7 @@ func (s *Staged) lookup(key []byte) (int, bool) {
 	if i := s.last; i < len(s.entries) && bytes.Equal(s.entries[i].key, key) {
 		return i, true
 	}
-	i, ok := s.index[string(key)]
+	i, ok := s.index.Get(key, s.entries)
 	if ok {
 		s.last = i
 	}
@@ -380,11 +378,10 @@ func (s *Staged) stage(key, value []byte, absent bool) int {
 		if value != nil {
 			// A fresh slice, not a copy into the old one: the old value
 			// may already be owned by the changelog receiver. It comes
-			// with a copy of the key, which the index is pointed at, so
-			// that the next lookup's key comparison brings the value
-			// into the CPU's cache with the key (colocate).
+			// with a copy of the key, so that the next lookup's key
+			// comparison brings the value into the CPU's cache with it
+			// (colocate).
 			e.key, e.value = colocate(e.key, value)
-			s.index[keyString(e.key)] = i
 			s.cached += len(value)
 		}
 	}
@@ -565,7 +562,7 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 		limit = staged.key // an engine key must be smaller to win
 	}
 	err = s.engine.Range(start, limit, func(k, v []byte) error {
-		if i, ok := s.index[string(k)]; ok && s.entries[i].dirty {
+		if i, ok := s.index.Get(k, s.entries); ok && s.entries[i].dirty {
 			return nil // deleted, or overwritten (then at or after staged)
 		}
 		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
@@ -827,7 +824,7 @@ func (s *Staged) keepCommitted() {
 		s.complete = -1 // the engine holds keys without entries now
 		return
 	}
-	clear(s.index)
+	s.index.Clear()
 	kept := 0
 	for i := range s.entries {
 		e := s.entries[i]
@@ -836,7 +833,7 @@ func (s *Staged) keepCommitted() {
 		}
 		e.dirty, e.pending, e.absent, e.held = false, false, false, 0
 		s.entries[kept] = e
-		s.index[keyString(e.key)] = kept
+		s.index.Add(e.key, kept)
 		kept++
 	}
 	clear(s.entries[kept:])
@@ -913,7 +910,7 @@ func (s *Staged) Rollback() {
 	for i := s.markEntries; i < len(s.entries); i++ {
 		e := &s.entries[i]
 		s.cached -= len(e.key) + len(e.value) + entryOverhead
-		delete(s.index, string(e.key))
+		s.index.Delete(e.key, i)
 	}
 	clear(s.entries[s.markEntries:])
 	s.entries = s.entries[:s.markEntries]
@@ -927,7 +924,7 @@ func (s *Staged) Rollback() {
 
 func (s *Staged) reset() {
 	s.complete = 0 // found out again when needed
-	clear(s.index)
+	s.index.Clear()
 	clear(s.entries) // drop references for the collector; the capacity is reused
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
@@ -954,24 +951,15 @@ func colocate(key, value []byte) (k, v []byte) {
 	return buf[:len(key):len(key)], v
 }
 
-// keyString is key as a map key without a copy: the stage's keys are
-// never mutated, and the entry that holds key keeps its bytes alive.
-func keyString(key []byte) string {
-	return unsafe.String(unsafe.SliceData(key), len(key))
-}
-
 // trim lets go of what a large transaction grew between commits: the
 // slices' arrays and the index's table beyond what the read cache's
 // entries need. Kept, the largest transaction the memory budget lets
 // through would stay allocated after it, outside the budget's count.
 func (s *Staged) trim() {
 	n := max(1024, s.cacheLimit/entryOverhead)
-	if s.indexPeak > 2*n && len(s.index) <= n {
-		index := make(map[string]int, len(s.index))
-		for k, i := range s.index {
-			index[k] = i
-		}
-		s.index, s.indexPeak = index, len(index)
+	if s.indexPeak > 2*n && s.index.Len() <= n {
+		s.index.Shrink()
+		s.indexPeak = s.index.Len()
 	}
 	if cap(s.entries) > 2*n && len(s.entries) <= n {
 		s.entries = append(make([]stagedEntry, 0, n), s.entries...)
