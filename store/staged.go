@@ -268,10 +268,12 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 		// a transaction reading many keys stays within the bound.
 		return v, ok, err
 	}
-	if v == nil {
+	if !ok {
 		s.add(bytes.Clone(key), nil, true)
 		return nil, false, nil
 	}
+	// A copy of the engine's copy, to have it beside the key (colocate):
+	// the read from the engine costs far more.
 	k, v := colocate(key, v)
 	s.add(k, v, false)
 	return v, true, nil
