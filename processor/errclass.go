@@ -108,12 +108,15 @@ func classify(err error) errClass {
 
 // migrated reports the causes of Kafka Streams' TaskMigratedException and
 // of its producer-fenced handling: another incarnation took the
-// transactional id, the producer's state is unknown to the coordinator, or
-// the group moved on without this member. A new session (new producer
-// epoch, new join) cures them.
+// transactional id, the producer's state is unknown to the coordinator or
+// out of step with a partition's (OUT_OF_ORDER_SEQUENCE_NUMBER: a broker
+// refuses a batch whose sequence does not follow the last it has, as it
+// does for the second batch to a new partition when the first failed and
+// the second was already on its way), or the group moved on without this
+// member. A new session (new producer epoch, new join) cures them.
 func migrated(err error) bool {
 	for _, e := range []error{
-		kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.UnknownProducerID,
+		kerr.ProducerFenced, kerr.InvalidProducerEpoch, kerr.UnknownProducerID, kerr.OutOfOrderSequenceNumber,
 		kerr.InvalidProducerIDMapping, kerr.TransactionCoordinatorFenced,
 		kerr.InvalidTxnState, kerr.ConcurrentTransactions, kerr.TransactionAbortable,
 		kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.RebalanceInProgress,

@@ -40,6 +40,7 @@ func errClassCases() []struct {
 		{"producer fenced", fmt.Errorf("processor: end transaction: %w", kerr.ProducerFenced), classRetryable},
 		{"producer epoch bumped", fmt.Errorf("processor: produce to out: %w", kerr.InvalidProducerEpoch), classRetryable},
 		{"producer state unknown", fmt.Errorf("processor: end transaction: %w", kerr.UnknownProducerID), classRetryable},
+		{"sequence out of step", fmt.Errorf("processor: end transaction: unable to commit transaction offsets: %w", kerr.OutOfOrderSequenceNumber), classRetryable},
 		{"generation moved on", fmt.Errorf("processor: end transaction: %w", kerr.IllegalGeneration), classRetryable},
 		{"coordinator moving", fmt.Errorf("processor: init producer id: %w", kerr.NotCoordinator), classRetryable},
 		{"connection refused", fmt.Errorf("processor: list offsets: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), classRetryable},
