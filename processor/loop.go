@@ -146,7 +146,16 @@ func (m *member) loop(ctx context.Context) error {
 				return fatalError{err}
 			}
 			if done {
+				open := m.inTxn
 				committed, err := m.end(true, AbortShutdown)
+				if err == nil && open && !committed {
+					// The last transaction aborted (the group moved
+					// on and fenced it, a produce failed): what it
+					// fired is not in. A new session, whose producer
+					// epoch also ends that transaction at the broker,
+					// takes up what is left from the committed state.
+					return errRetryable{errors.New("processor: a bounded run's last transaction aborted")}
+				}
 				m.a.bnd.summary.Finished = committed && err == nil
 				return err
 			}
