@@ -139,9 +139,6 @@ func (x *keyIndex) Clear() {
 	x.n = 0
 }
 
-// Size returns the number of slots.
-func (x *keyIndex) Size() int { return len(x.slots) }
-
 // Shrink makes the table anew for its keys, smaller if they allow.
 func (x *keyIndex) Shrink() {
 	old, n := x.slots, x.n
