@@ -100,12 +100,16 @@ type Staged struct {
 	// mode only).
 	pending []int
 	// held holds the held updates (PutHeld), in the order their keys were
-	// first held since the last TakeHeld. They are kept beside the
-	// entries rather than in them, so that stores without them pay nothing.
+	// first held since the last TakeHeld: the entry and the value before
+	// the first held write. The last write's record context is kept in
+	// the entry, which that write touches anyway; a write to a held key
+	// then touches nothing more, and Rollback restores the context with
+	// the entry.
 	held     []heldUpdate
 	writes   []Write    // Commit's scratch, kept to avoid a slice per commit
 	applied  []int      // Commit's scratch: the dirty entries it applies
 	taken    []Held     // TakeHeld's scratch
+	touched  byte       // TakeHeld's loads, kept so that they are made
 	byPrefix []prefixed // sortIndices' scratch
 
 	// A mark (see Mark) remembers how to undo the writes after it.
@@ -115,7 +119,6 @@ type Staged struct {
 	markDirty   int        // len(dirty) at Mark
 	markHeld    int        // len(held) at Mark
 	undo        []undoStep // older entries' states before each write after Mark, in write order
-	heldUndo    []heldUndo // older held updates' states before each held write after Mark, in write order
 
 	stats Stats
 }
@@ -125,19 +128,11 @@ type undoStep struct {
 	was stagedEntry
 }
 
-type heldUndo struct {
-	j   int
-	was heldUpdate
-}
-
 // heldUpdate is the update held for entries[i]: prev is the key's value
-// before its first held write since the last TakeHeld (nil: absent), ts
-// and meta are the last held write's.
+// before its first held write since the last TakeHeld (nil: absent).
 type heldUpdate struct {
 	i    int
 	prev []byte
-	ts   int64
-	meta any
 }
 
 type stagedEntry struct {
@@ -154,6 +149,10 @@ type stagedEntry struct {
 	// neither emitted nor applied. Always value == nil for a clean entry.
 	absent bool
 	held   int32 // 1 + its index in Staged.held; 0: none
+	// ts and meta are the record context of the last held write (PutHeld)
+	// while held.
+	ts   int64
+	meta any
 }
 
 // entryOverhead estimates the memory of an entry beyond its key and value:
@@ -432,11 +431,8 @@ func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 		e.held = int32(len(s.held))
 		s.cached += heldOverhead
 	}
-	j := int(e.held) - 1
-	if s.marked && j < s.markHeld {
-		s.heldUndo = append(s.heldUndo, heldUndo{j: j, was: s.held[j]})
-	}
-	s.held[j].ts, s.held[j].meta = ts, meta
+	// stage saved the entry for Rollback before this write.
+	e.ts, e.meta = ts, meta
 	return nil
 }
 
@@ -456,11 +452,22 @@ type Held struct {
 // between Mark and Release or Rollback.
 func (s *Staged) TakeHeld(fn func(Held) error) error {
 	taken := s.taken[:0]
+	// This pass also reads a byte of each key and previous value: the
+	// loads do not depend on one another, so their cache misses overlap
+	// here instead of each stalling fn, which decodes them one by one.
+	var touched byte
 	for _, h := range s.held {
 		e := &s.entries[h.i]
-		taken = append(taken, Held{Key: e.key, Prev: h.prev, Value: e.value, Timestamp: h.ts, Meta: h.meta})
-		e.held = 0
+		taken = append(taken, Held{Key: e.key, Prev: h.prev, Value: e.value, Timestamp: e.ts, Meta: e.meta})
+		e.held, e.ts, e.meta = 0, 0, nil
+		if len(e.key) > 0 {
+			touched ^= e.key[0]
+		}
+		if len(h.prev) > 0 {
+			touched ^= h.prev[0]
+		}
 	}
+	s.touched = touched
 	s.cached -= len(s.held) * heldOverhead
 	clear(s.held)
 	s.held = s.held[:0]
@@ -833,7 +840,7 @@ func (s *Staged) keepCommitted() {
 		if e.value == nil {
 			continue
 		}
-		e.dirty, e.pending, e.absent, e.held = false, false, false, 0
+		e.dirty, e.pending, e.absent, e.held, e.ts, e.meta = false, false, false, 0, 0, nil
 		s.entries[kept] = e
 		s.index.Add(e.key, kept)
 		kept++
@@ -875,7 +882,6 @@ func (s *Staged) Mark() {
 	s.marked = true
 	s.markEntries, s.markPending, s.markDirty, s.markHeld = len(s.entries), len(s.pending), len(s.dirty), len(s.held)
 	s.undo = s.undo[:0]
-	s.heldUndo = s.heldUndo[:0]
 }
 
 // Release ends the unit begun by Mark, keeping its writes.
@@ -883,8 +889,6 @@ func (s *Staged) Release() {
 	s.marked = false
 	clear(s.undo)
 	s.undo = s.undo[:0]
-	clear(s.heldUndo)
-	s.heldUndo = s.heldUndo[:0]
 }
 
 // Rollback undoes every write since Mark and ends the unit.
@@ -897,10 +901,6 @@ func (s *Staged) Rollback() {
 		e := &s.entries[u.i]
 		s.cached += len(u.was.value) - len(e.value)
 		*e = u.was
-	}
-	for j := len(s.heldUndo) - 1; j >= 0; j-- {
-		u := &s.heldUndo[j]
-		s.held[u.j] = u.was
 	}
 	// The keys first written since the mark leave the ordered index.
 	if s.orderedN > s.markDirty {
@@ -974,7 +974,6 @@ func (s *Staged) trim() {
 	s.taken = trimmed(s.taken, n)
 	s.byPrefix = trimmed(s.byPrefix, n)
 	s.undo = trimmed(s.undo, n)
-	s.heldUndo = trimmed(s.heldUndo, n)
 }
 
 // trimmed is x, or nil if x is empty and its capacity is over n.
