@@ -35,10 +35,15 @@ type KV[K, V any] struct {
 	// scratch holds the encoded key (and value) of a Get, Put or Delete:
 	// the stage copies what it keeps, so one buffer serves every call.
 	scratch []byte
+	// updating says that scratch starts with the key the last
+	// GetForUpdate encoded, updateN bytes, for WriteUpdate.
+	updating bool
+	updateN  int
 }
 
 // encode encodes k, and v unless it is nil, into the scratch buffer.
 func (kv *KV[K, V]) encode(k K, v *V) (kb, vb []byte, err error) {
+	kv.updating = false
 	if kv.scratch == nil {
 		// Non-nil even when empty: a nil value would read as a delete.
 		kv.scratch = make([]byte, 0, 64)
@@ -85,6 +90,7 @@ func (kv *KV[K, V]) get(k K, mode readMode) (v V, ok bool, err error) {
 	var b []byte
 	switch mode {
 	case readForUpdate:
+		kv.updating, kv.updateN = true, len(kb)
 		b, ok, err = kv.s.GetForUpdate(kb)
 	case readForwarded:
 		b, ok, err = kv.s.Forwarded(kb)
@@ -110,23 +116,37 @@ func (kv *KV[K, V]) Put(k K, v V) error {
 	return kv.s.Put(kb, vb)
 }
 
-// PutHeld writes k's new value, or deletes k (!has), holding the update
-// back until the flush (store.Staged.PutHeld) with its record context; the
-// headers travel in the entry's meta, which holds nothing without any.
-func (kv *KV[K, V]) PutHeld(k K, v V, has bool, ts int64, hs []exec.Header) error {
-	var vp *V
+// WriteUpdate writes the key the last GetForUpdate read, without encoding
+// it again: v, or a delete (!has), held back until the flush if hold
+// (store.Staged.PutHeld, with the record context; the headers travel in
+// the entry's meta, which holds nothing without any). No other call on kv
+// may come between the two.
+func (kv *KV[K, V]) WriteUpdate(v V, has, hold bool, ts int64, hs []exec.Header) error {
+	if !kv.updating {
+		return fmt.Errorf("store %s: a write of no key read for update", kv.s.Name())
+	}
+	kv.updating = false
+	n := kv.updateN
+	kb, vb := kv.scratch[:n:n], []byte(nil)
 	if has {
-		vp = &v
+		b, err := serde.AppendEncode(kv.vs, kv.scratch[:n], v)
+		if err != nil {
+			return fmt.Errorf("store %s: value: %w", kv.s.Name(), err)
+		}
+		kv.scratch, kb, vb = b, b[:n:n], b[n:]
 	}
-	kb, vb, err := kv.encode(k, vp)
-	if err != nil {
-		return err
+	switch {
+	case hold:
+		var meta any
+		if len(hs) > 0 {
+			meta = hs
+		}
+		return kv.s.PutHeld(kb, vb, ts, meta)
+	case has:
+		return kv.s.Put(kb, vb)
+	default:
+		return kv.s.Delete(kb)
 	}
-	var meta any
-	if len(hs) > 0 {
-		meta = hs
-	}
-	return kv.s.PutHeld(kb, vb, ts, meta)
 }
 
 // Delete removes k.

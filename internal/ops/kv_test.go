@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
@@ -100,6 +101,46 @@ func TestKVRangeIsByteOrder(t *testing.T) {
 	}
 }
 
+// putHeld holds an update of k as a table node does: GetForUpdate, then
+// WriteUpdate.
+func putHeld(kv *KV[string, int64], k string, v int64, has bool, ts int64, hs []exec.Header) error {
+	if _, _, err := kv.GetForUpdate(k); err != nil {
+		return err
+	}
+	return kv.WriteUpdate(v, has, true, ts, hs)
+}
+
+// TestKVWriteUpdateNeedsItsRead: WriteUpdate writes the key its
+// GetForUpdate encoded, so it refuses to run without that read or after
+// another call on the store, which may have overwritten the encoding,
+// instead of writing whichever key the buffer holds.
+func TestKVWriteUpdateNeedsItsRead(t *testing.T) {
+	c := newTableCtx(t, false, "kv")
+	kv := KVStore[string, int64]{Name: "kv", Key: serde.String, Value: serde.Int64}.Open(c)
+	if err := kv.WriteUpdate(1, true, false, 0, nil); err == nil {
+		t.Fatal("WriteUpdate with no read before it succeeded")
+	}
+	for _, between := range []func() error{
+		func() error { _, _, err := kv.Get("b"); return err },
+		func() error { return kv.Put("b", 2) },
+		func() error { return kv.Delete("b") },
+		func() error { return kv.WriteUpdate(3, true, false, 0, nil) },
+	} {
+		if _, _, err := kv.GetForUpdate("a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := between(); err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.WriteUpdate(4, true, false, 0, nil); err == nil {
+			t.Fatal("WriteUpdate after another call on the store succeeded")
+		}
+	}
+	if v, ok, err := kv.Get("a"); err != nil || !ok || v != 3 {
+		t.Fatalf(`"a" = %d, %v, %v; want the one WriteUpdate that followed its read, 3`, v, ok, err)
+	}
+}
+
 // TestKVHeldUpdates holds updates of keys of every length (PutHeld) and
 // decodes what the stage hands back (DecodeChange): one change per key, from
 // the value at the last take to the newest; Forwarded reads the former
@@ -117,14 +158,14 @@ func TestKVHeldUpdates(t *testing.T) {
 	for i, k := range keys {
 		switch i % 3 {
 		case 0: // updated twice
-			if err := kv.PutHeld(k, 1000, true, 1, nil); err != nil {
+			if err := putHeld(kv, k, 1000, true, 1, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := kv.PutHeld(k, int64(2000+i), true, 2, nil); err != nil {
+			if err := putHeld(kv, k, int64(2000+i), true, 2, nil); err != nil {
 				t.Fatal(err)
 			}
 		case 1: // deleted
-			if err := kv.PutHeld(k, 0, false, 3, nil); err != nil {
+			if err := putHeld(kv, k, 0, false, 3, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -133,10 +174,10 @@ func TestKVHeldUpdates(t *testing.T) {
 		}
 	}
 	// A key inserted and deleted before the take did not change.
-	if err := kv.PutHeld("new", 1, true, 4, nil); err != nil {
+	if err := putHeld(kv, "new", 1, true, 4, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.PutHeld("new", 0, false, 5, nil); err != nil {
+	if err := putHeld(kv, "new", 0, false, 5, nil); err != nil {
 		t.Fatal(err)
 	}
 	seen := 0

@@ -38,26 +38,21 @@ func (w *tableWriter[K, V]) Init(ctx exec.Context) error {
 
 func (w *tableWriter[K, V]) Close() error { return nil }
 
-// get reads k's value for an update.
+// get reads k's value for an update; write, which must follow with
+// nothing else on the store between, stores the key's new value.
 func (w *tableWriter[K, V]) get(k K) (V, bool, error) { return w.kv.GetForUpdate(k) }
 
-// write stores k's new value, or deletes k (!ch.HasNew). With folding it
-// holds ch back until the flush, with its record context, and reports held.
-func (w *tableWriter[K, V]) write(k K, ch exec.ChangeOf[V], ts int64, hs []exec.Header) (held bool, err error) {
-	switch {
-	case w.fold:
-		return true, w.kv.PutHeld(k, ch.New, ch.HasNew, ts, hs)
-	case ch.HasNew:
-		return false, w.kv.Put(k, ch.New)
-	default:
-		return false, w.kv.Delete(k)
-	}
+// write stores the new value of the key get read, or deletes it
+// (!ch.HasNew). With folding it holds ch back until the flush, with its
+// record context, and reports held.
+func (w *tableWriter[K, V]) write(ch exec.ChangeOf[V], ts int64, hs []exec.Header) (held bool, err error) {
+	return w.fold, w.kv.WriteUpdate(ch.New, ch.HasNew, w.fold, ts, hs)
 }
 
 // change writes ch, the change of r's key k, and forwards it as r's value,
 // unless it was held.
 func (w *tableWriter[K, V]) change(r exec.Record, k K, ch exec.ChangeOf[V]) error {
-	held, err := w.write(k, ch, r.Timestamp, r.Headers)
+	held, err := w.write(ch, r.Timestamp, r.Headers)
 	if held || err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func UpdateTyped[K, V, A any](n *exec.Node) *exec.Typed {
 			if err != nil {
 				return err
 			}
-			held, err := u.write(k, ch, f.Timestamp, f.Headers)
+			held, err := u.write(ch, f.Timestamp, f.Headers)
 			if held || err != nil {
 				return err
 			}
