@@ -70,6 +70,9 @@ type Task struct {
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
 	order   []string // store names in plan order, for deterministic flushes
+	// staged holds the stores in plan order too: every record marks and
+	// releases them all, without a map lookup each.
+	staged []*store.Staged
 
 	// changelog offsets reached in the open transaction, set by produce
 	// promises (another goroutine), read after End.
@@ -134,8 +137,8 @@ func (t *Task) emit(r *kgo.Record, promise func(*kgo.Record, error)) {
 // begin starts processing one record as a unit.
 func (t *Task) begin() {
 	t.buffering = true
-	for _, name := range t.order {
-		t.stores[name].Mark()
+	for _, st := range t.staged {
+		st.Mark()
 	}
 	for _, ni := range t.pending {
 		ni.proc.(exec.Pending).Mark()
@@ -144,8 +147,8 @@ func (t *Task) begin() {
 
 // release keeps the unit: its writes stay staged and its records go out.
 func (t *Task) release() {
-	for _, name := range t.order {
-		t.stores[name].Release()
+	for _, st := range t.staged {
+		st.Release()
 	}
 	t.buffering = false
 	for i, b := range t.buf {
@@ -157,8 +160,8 @@ func (t *Task) release() {
 
 // rollback drops the unit: its writes and its records.
 func (t *Task) rollback() {
-	for _, name := range t.order {
-		t.stores[name].Rollback()
+	for _, st := range t.staged {
+		st.Rollback()
 	}
 	for _, ni := range t.pending {
 		ni.proc.(exec.Pending).Rollback()
@@ -363,6 +366,7 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		t.stores[name] = st
 		t.engines[name] = eng
 		t.order = append(t.order, name)
+		t.staged = append(t.staged, st)
 		if spec.Source != "" {
 			// The source topic is the changelog: the store's checkpoint
 			// is the last offset of it the task processed.
