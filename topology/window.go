@@ -334,6 +334,17 @@ func (s windowedSerde[K]) Encode(w Windowed[K]) ([]byte, error) {
 	return layout.AppendWindow(b, w.Window), nil
 }
 
+// AppendEncode is serde.Appender: a sink then encodes a window's result
+// key into its shared chunk, where Encode allocates the key's encoding and
+// again to append the window to it.
+func (s windowedSerde[K]) AppendEncode(dst []byte, w Windowed[K]) ([]byte, error) {
+	b, err := serde.AppendEncode(s.ks, dst, w.Key)
+	if err != nil {
+		return dst, err
+	}
+	return layout.AppendWindow(b, w.Window), nil
+}
+
 func (s windowedSerde[K]) Decode(b []byte) (Windowed[K], error) {
 	var w Windowed[K]
 	kb, bounds, err := layout.SplitWindowed(b)
