@@ -20,88 +20,115 @@ import (
 	"github.com/sluice-streams/sluice/topology"
 )
 
+// hookedBroker starts a one-node embedded broker for a test that answers
+// or holds back its requests through kfake's hooks (so it ignores
+// SLUICE_TEST_BROKERS; the test skips when they are set).
+func hookedBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// answerFirst makes the broker answer the first n requests of key that
+// match with answer's response, and every other request as always; it
+// reports when it has answered n.
+func answerFirst(b *broker.Broker, key kmsg.Key, n int, match func(kmsg.Request) bool, answer func(kmsg.Request) kmsg.Response) *atomic.Bool {
+	var done atomic.Bool
+	answered := 0
+	c := b.Cluster()
+	c.ControlKey(key.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if done.Load() {
+			return nil, nil, false
+		}
+		c.KeepControl()
+		if !match(req) {
+			return nil, nil, false
+		}
+		if answered++; answered == n {
+			done.Store(true)
+		}
+		return answer(req), nil, true
+	})
+	return &done
+}
+
 // endTxnFails makes the broker answer the first committing EndTxn with
 // code, once; the others are answered as always.
 func endTxnFails(b *broker.Broker, code int16) *atomic.Bool {
-	var done atomic.Bool
-	c := b.Cluster()
-	c.ControlKey(kmsg.EndTxn.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		r := req.(*kmsg.EndTxnRequest)
-		if !r.Commit || done.Load() {
-			if !done.Load() {
-				c.KeepControl()
-			}
-			return nil, nil, false
-		}
-		done.Store(true)
-		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
-		resp.ErrorCode = code
-		return resp, nil, true
-	})
-	return &done
+	return answerFirst(b, kmsg.EndTxn, 1,
+		func(req kmsg.Request) bool { return req.(*kmsg.EndTxnRequest).Commit },
+		func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = code
+			return resp
+		})
 }
 
 // txnOffsetCommitFails makes the broker answer the first TxnOffsetCommit
 // with code for each of its partitions, and reports when it has.
 func txnOffsetCommitFails(b *broker.Broker, code int16) *atomic.Bool {
-	var done atomic.Bool
-	c := b.Cluster()
-	c.ControlKey(kmsg.TxnOffsetCommit.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		if done.Load() {
-			return nil, nil, false
-		}
-		done.Store(true)
-		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				st.Partitions = append(st.Partitions, sp)
+	return answerFirst(b, kmsg.TxnOffsetCommit, 1,
+		func(kmsg.Request) bool { return true },
+		func(req kmsg.Request) kmsg.Response {
+			r := req.(*kmsg.TxnOffsetCommitRequest)
+			resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+			for _, rt := range r.Topics {
+				st := kmsg.NewTxnOffsetCommitResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, code
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	return &done
+			return resp
+		})
 }
 
 // produceFails makes the broker answer the first n transactional Produce
 // requests with code, for every partition they carry, and reports when it
 // has.
 func produceFails(b *broker.Broker, code int16, n int) *atomic.Bool {
-	var done atomic.Bool
-	var answered int
-	c := b.Cluster()
-	c.ControlKey(kmsg.Produce.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		r := req.(*kmsg.ProduceRequest)
-		if done.Load() {
-			return nil, nil, false
-		}
-		c.KeepControl()
-		if r.TransactionID == nil {
-			return nil, nil, false
-		}
-		if answered++; answered == n {
-			done.Store(true)
-		}
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, code
-				sp.BaseOffset, sp.LogStartOffset = -1, -1
-				st.Partitions = append(st.Partitions, sp)
+	return answerFirst(b, kmsg.Produce, n,
+		func(req kmsg.Request) bool { return req.(*kmsg.ProduceRequest).TransactionID != nil },
+		func(req kmsg.Request) kmsg.Response {
+			r := req.(*kmsg.ProduceRequest)
+			resp := r.ResponseKind().(*kmsg.ProduceResponse)
+			for _, rt := range r.Topics {
+				st := kmsg.NewProduceResponseTopic()
+				st.Topic, st.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewProduceResponseTopicPartition()
+					sp.Partition, sp.ErrorCode = rp.Partition, code
+					sp.BaseOffset, sp.LogStartOffset = -1, -1
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	return &done
+			return resp
+		})
+}
+
+// copiesPerKey reads topic with read_committed and counts the records of
+// each key.
+func copiesPerKey(t *testing.T, addrs []string, topic string) (perKey map[string]int, total int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := readback.ReadCommitted(ctx, addrs, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perKey = map[string]int{}
+	for _, r := range rs {
+		perKey[string(r.Key)]++
+	}
+	return perKey, len(rs)
 }
 
 // TestRunErrorPolicy: a session that fails with an error nobody expected
@@ -114,11 +141,7 @@ func TestRunErrorPolicy(t *testing.T) {
 		t.Skip("answers the embedded broker's requests")
 	}
 	start := func(t *testing.T) (*broker.Broker, *processor.App, *kgo.Client, string, string) {
-		b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Close)
+		b := hookedBroker(t)
 		in, out := uniq(t, "policy-in"), uniq(t, "policy-out")
 		cl := setup(t, b.Addrs(), 2, in, out)
 		top := topology.New()
@@ -201,24 +224,15 @@ func retried(t *testing.T, start func(*testing.T) (*broker.Broker, *processor.Ap
 	if err != nil {
 		t.Fatalf("Run after the injected error: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rs, err := readback.ReadCommitted(ctx, b.Addrs(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Keys 0 to 9, each produced twice.
-	perKey := map[string]int{}
-	for _, r := range rs {
-		perKey[string(r.Key)]++
-	}
+	perKey, total := copiesPerKey(t, b.Addrs(), out)
 	for i := range 10 {
 		if n := perKey[string([]byte{byte(i)})]; n != 2 {
 			t.Errorf("key %d copied %d times, want 2", i, n)
 		}
 	}
-	if len(rs) != 20 {
-		t.Errorf("%d records copied, want 20", len(rs))
+	if total != 20 {
+		t.Errorf("%d records copied, want 20", total)
 	}
 	// A rebuilt session joins the group anew.
 	if n := app.Stats().Rebalances.Load(); rebuilt && n < 2 {
@@ -238,11 +252,7 @@ func TestBoundedLastCommitAborts(t *testing.T) {
 	if len(testbroker.External()) > 0 {
 		t.Skip("answers the embedded broker's requests")
 	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := hookedBroker(t)
 	in, out := uniq(t, "bnd-abort-in"), uniq(t, "bnd-abort-out")
 	cl := setup(t, b.Addrs(), 2, in, out)
 	const n = 40
@@ -268,22 +278,13 @@ func TestBoundedLastCommitAborts(t *testing.T) {
 	if s := app.Bounded(); !s.Finished {
 		t.Fatalf("summary %+v: the run ended unfinished after its last commit aborted", s)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rs, err := readback.ReadCommitted(ctx, b.Addrs(), out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, r := range rs {
-		seen[string(r.Key)]++
-	}
+	seen, total := copiesPerKey(t, b.Addrs(), out)
 	for i := range n {
 		if k := fmt.Sprintf("k%02d", i); seen[k] != 1 {
 			t.Errorf("%s committed %d times, want once", k, seen[k])
 		}
 	}
-	if len(rs) != n {
-		t.Errorf("%d records committed, want %d", len(rs), n)
+	if total != n {
+		t.Errorf("%d records committed, want %d", total, n)
 	}
 }

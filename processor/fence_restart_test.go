@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
@@ -35,11 +34,7 @@ func TestRestartCommitsBeforeItsOffsetsArrive(t *testing.T) {
 	if len(testbroker.External()) > 0 {
 		t.Skip("holds back the embedded broker's OffsetFetch answers")
 	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := hookedBroker(t)
 	addrs := b.Addrs()
 	in, out := uniq(t, "fetchheld-in"), uniq(t, "fetchheld-out")
 	cl := setup(t, addrs, 2, in, out)
@@ -127,7 +122,7 @@ func TestRestartCommitsBeforeItsOffsetsArrive(t *testing.T) {
 	produce(2)
 	app := build()
 	var opened, releasedAt time.Time
-	err = runUntil(app, func(a *processor.App) bool {
+	err := runUntil(app, func(a *processor.App) bool {
 		if releasedAt.IsZero() {
 			if held.Load() == 0 || len(a.Status().Tasks) < 4 {
 				return false

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/internal/testkeys"
@@ -60,11 +59,7 @@ func TestMemoryBudgetCommitsEarly(t *testing.T) {
 }
 
 func testMemoryBudget(t *testing.T, early bool) {
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := hookedBroker(t)
 	addrs := b.Addrs()
 	in, out := uniq(t, "mem-in"), uniq(t, "mem-out")
 	cl := setup(t, addrs, 2, in, out)

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-streams/sluice/examples"
-	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/internal/testbroker"
 	"github.com/sluice-streams/sluice/processor"
@@ -216,11 +215,7 @@ func TestNotReadyBeforeItsAssignment(t *testing.T) {
 	if len(testbroker.External()) > 0 {
 		t.Skip("holds back the embedded broker's SyncGroup answers")
 	}
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := hookedBroker(t)
 	app, _ := copyingOn(t, b.Addrs(), "unassigned", 20*time.Millisecond)
 	syncing, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -231,7 +226,7 @@ func TestNotReadyBeforeItsAssignment(t *testing.T) {
 	})
 	var held time.Time
 	released, readyAfter := false, false
-	err = runUntil(app, func(app *processor.App) bool {
+	err := runUntil(app, func(app *processor.App) bool {
 		st := app.Status()
 		select {
 		case <-syncing:
