@@ -20,19 +20,6 @@ import (
 	"github.com/sluice-streams/sluice/topology"
 )
 
-// hookedBroker starts a one-node embedded broker for a test that answers
-// or holds back its requests through kfake's hooks (so it ignores
-// SLUICE_TEST_BROKERS; the test skips when they are set).
-func hookedBroker(t *testing.T) *broker.Broker {
-	t.Helper()
-	b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return b
-}
-
 // answerFirst makes the broker answer the first n requests of key that
 // match with answer's response, and every other request as always; it
 // reports when it has answered n.
@@ -141,7 +128,7 @@ func TestRunErrorPolicy(t *testing.T) {
 		t.Skip("answers the embedded broker's requests")
 	}
 	start := func(t *testing.T) (*broker.Broker, *processor.App, *kgo.Client, string, string) {
-		b := hookedBroker(t)
+		b := processor.HookedBroker(t)
 		in, out := uniq(t, "policy-in"), uniq(t, "policy-out")
 		cl := setup(t, b.Addrs(), 2, in, out)
 		top := topology.New()
@@ -252,7 +239,7 @@ func TestBoundedLastCommitAborts(t *testing.T) {
 	if len(testbroker.External()) > 0 {
 		t.Skip("answers the embedded broker's requests")
 	}
-	b := hookedBroker(t)
+	b := processor.HookedBroker(t)
 	in, out := uniq(t, "bnd-abort-in"), uniq(t, "bnd-abort-out")
 	cl := setup(t, b.Addrs(), 2, in, out)
 	const n = 40

@@ -1,6 +1,19 @@
 package processor
 
-import "time"
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-streams/sluice/internal/broker"
+)
+
+// HookedBroker is edgeBroker for the external tests that answer or hold
+// back the embedded broker's requests through kfake's hooks (they skip
+// when SLUICE_TEST_BROKERS is set).
+func HookedBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	return edgeBroker(t)
+}
 
 // SetSinkBackoff sets the backoff after a sink's failed prepare, for the
 // negative control of the abort-rate test; it returns the restore.

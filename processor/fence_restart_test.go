@@ -34,7 +34,7 @@ func TestRestartCommitsBeforeItsOffsetsArrive(t *testing.T) {
 	if len(testbroker.External()) > 0 {
 		t.Skip("holds back the embedded broker's OffsetFetch answers")
 	}
-	b := hookedBroker(t)
+	b := processor.HookedBroker(t)
 	addrs := b.Addrs()
 	in, out := uniq(t, "fetchheld-in"), uniq(t, "fetchheld-out")
 	cl := setup(t, addrs, 2, in, out)

@@ -59,7 +59,7 @@ func TestMemoryBudgetCommitsEarly(t *testing.T) {
 }
 
 func testMemoryBudget(t *testing.T, early bool) {
-	b := hookedBroker(t)
+	b := processor.HookedBroker(t)
 	addrs := b.Addrs()
 	in, out := uniq(t, "mem-in"), uniq(t, "mem-out")
 	cl := setup(t, addrs, 2, in, out)

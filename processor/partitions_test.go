@@ -215,7 +215,7 @@ func TestNotReadyBeforeItsAssignment(t *testing.T) {
 	if len(testbroker.External()) > 0 {
 		t.Skip("holds back the embedded broker's SyncGroup answers")
 	}
-	b := hookedBroker(t)
+	b := processor.HookedBroker(t)
 	app, _ := copyingOn(t, b.Addrs(), "unassigned", 20*time.Millisecond)
 	syncing, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
