@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -169,7 +168,15 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 		return err
 	}
 	for _, ik := range due {
-		key := layout.WindowKeyFromIndex(ik)
+		if err := p.st.Delete(ik); err != nil {
+			return err
+		}
+		// The record's key is made in ik's place (DueIndex's copy,
+		// deleted): a key of its own, which a key serde that decodes
+		// without copying may hand on, without an allocation per
+		// record.
+		key := ik[8:]
+		key[0] = layout.WindowData
 		// An inner side emits nothing for its closed records: their
 		// values need not be read.
 		var val []byte
@@ -179,7 +186,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 				return err
 			}
 		}
-		if err := errors.Join(p.st.Delete(ik), p.st.Delete(key)); err != nil {
+		if err := p.st.Delete(key); err != nil {
 			return err
 		}
 		if !ok || len(val) > 0 && val[0]&layout.JoinJoined != 0 {

@@ -74,10 +74,10 @@ type Window[K, V, A any] struct {
 	// costs one scan.
 	nextEvent, nextProc int64
 	scratch             []window.Bounds
-	// key and ik are Process's scratch for a window's key and its index
-	// entry's, rk remove's (the stage copies what it keeps; nothing
-	// decodes a key from them).
-	key, ik, rk []byte
+	// kb, key and ik are Process's scratch for the record key's encoding,
+	// a window's key and its index entry's, rk remove's and expire's (the
+	// stage copies what it keeps; nothing decodes a key from them).
+	kb, key, ik, rk []byte
 }
 
 // NewWindow returns the runtime of c, for one task.
@@ -129,19 +129,52 @@ func (p *Window[K, V, A]) closeAt(b window.Bounds) int64 {
 }
 
 func (p *Window[K, V, A]) Process(r exec.Record) error {
-	k, v := r.Key.(K), r.Value.(V)
-	kb, err := p.s.ks.Encode(k)
-	if err != nil {
-		return fmt.Errorf("store %s: key: %w", p.s.name, err)
+	return p.process(r.Key.(K), r.Value.(V), r.Timestamp, r.Headers)
+}
+
+// WindowTyped is the exec.Typed of n, a node whose Processor is a
+// *Window[K, V, A]: its entry takes the typed records, so that a record
+// reaches its windows without being boxed into a Record. The results leave
+// by the erased path, as the watermark or a trigger fires them
+// (WindowStates.ForwardValue), so the entry is made whatever its output
+// would be.
+func WindowTyped[K, V, A any](n *exec.Node) *exec.Typed {
+	return &exec.Typed{
+		Link: func(f *exec.Frame, p exec.Processor, _ any) any {
+			w := p.(*Window[K, V, A])
+			return func(k K, v V) error {
+				f.At(n, exec.Processing)
+				return w.process(k, v, f.Timestamp, f.Headers)
+			}
+		},
+		Out: erasedOut,
+		Fan: erasedFan,
 	}
+}
+
+// erasedOut and erasedFan are the Typed.Out and Typed.Fan of a node whose
+// output never takes a typed chain: an entry to link it with, never called.
+func erasedOut(*exec.Frame, func(exec.Record) error) any { return erasedOutput{} }
+func erasedFan([]any) any                                { return erasedOutput{} }
+
+type erasedOutput struct{}
+
+// process adds a record, of key k and value v at ts with headers hs, to
+// its windows.
+func (p *Window[K, V, A]) process(k K, v V, ts int64, hs []exec.Header) error {
+	kb, err := p.s.EncodeKey(p.kb[:0], k)
+	if err != nil {
+		return err
+	}
+	p.kb = kb
 	wm := p.ctx.Watermark()
 	if p.isSessions {
-		return p.session(r, k, v, kb, wm)
+		return p.session(k, v, ts, hs, kb, wm)
 	}
 	if p.global {
 		p.scratch = append(p.scratch[:0], window.GlobalBounds)
 	} else {
-		p.scratch = p.time.Assign(p.scratch[:0], r.Timestamp)
+		p.scratch = p.time.Assign(p.scratch[:0], ts)
 	}
 	onTime := false
 	for _, b := range p.scratch {
@@ -162,15 +195,15 @@ func (p *Window[K, V, A]) Process(r exec.Record) error {
 		if !ok {
 			w = NewWindowState[A](b)
 		}
-		if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
+		if err := p.add(k, v, ts, key, &w); err != nil {
 			return err
 		}
-		if err := p.element(k, key, w, !ok, !ok, r.Timestamp, wm); err != nil {
+		if err := p.element(k, key, w, !ok, !ok, ts, wm); err != nil {
 			return err
 		}
 	}
 	if !onTime {
-		return p.s.Late(r)
+		return p.s.Late(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs})
 	}
 	return nil
 }
@@ -371,13 +404,18 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 // then finds the window's entry, which the read just found, without a
 // second lookup.
 func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
-	// A key of its own, not a scratch buffer: a key serde may decode
-	// without copying (serde.Bytes), and the result forwarded holds the
-	// decoded key past this window's expiry.
-	key := layout.WindowKeyFromIndex(ik)
+	// The window's key is made in the place of ik, DueIndex's copy, which
+	// nothing else reads: a key of its own without an allocation per
+	// window, not a scratch buffer, since a key serde may decode without
+	// copying (serde.Bytes) and the result forwarded holds the decoded
+	// key past this window's expiry. The index key is made again, in
+	// scratch, for its delete.
+	at := layout.ReadTime(ik[1:9])
+	key := ik[8:]
+	key[0] = layout.WindowData
 	w, ok, err := p.s.Get(key)
 	if err != nil || !ok {
-		return errors.Join(err, p.s.st.Delete(ik))
+		return errors.Join(err, p.deleteExpiry(at, key))
 	}
 	kb, _, err := layout.ParseWindowKey(key)
 	if err != nil {
@@ -398,8 +436,15 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 	}
 	// remove need not delete the expiry entry, deleted next, unless the
 	// allowed lateness changed since the window was made.
-	err = p.remove(kb, w, false, layout.ReadTime(ik[1:9]) == p.closeAt(w.Bounds))
-	return errors.Join(err, p.s.st.Delete(ik))
+	err = p.remove(kb, w, false, at == p.closeAt(w.Bounds))
+	return errors.Join(err, p.deleteExpiry(at, key))
+}
+
+// deleteExpiry deletes the expiry entry at time at of the window stored
+// under key.
+func (p *Window[K, V, A]) deleteExpiry(at int64, key []byte) error {
+	p.rk = layout.AppendIndexKey(p.rk[:0], layout.WindowExpire, at, key)
+	return p.s.st.Delete(p.rk)
 }
 
 // OnProcessingTime runs the processing-time timers the clock reached.

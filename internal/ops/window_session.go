@@ -10,7 +10,7 @@ import (
 
 // session places a record among its key's sessions, merging those it
 // bridges (Kafka Streams' session semantics, window.Sessions.Merge).
-func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) error {
+func (p *Window[K, V, A]) session(k K, v V, ts int64, hs []exec.Header, kb []byte, wm int64) error {
 	var existing []window.Bounds
 	all := map[window.Bounds]WindowState[A]{}
 	pre := layout.WindowKeyPrefix(kb)
@@ -33,11 +33,11 @@ func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) 
 	if err != nil {
 		return err
 	}
-	merged, absorbed := p.sessions.Merge(existing, r.Timestamp)
+	merged, absorbed := p.sessions.Merge(existing, ts)
 	if p.closeAt(merged) <= wm {
 		// Only a new session can be closed already: one that absorbs a
 		// stored (so still open) session closes no earlier than it.
-		return p.s.Late(r)
+		return p.s.Late(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs})
 	}
 	key := layout.WindowKey(nil, kb, merged.Start)
 	w, isOld := all[merged]
@@ -73,10 +73,10 @@ func (p *Window[K, V, A]) session(r exec.Record, k K, v V, kb []byte, wm int64) 
 			}
 		}
 	}
-	if err := p.add(k, v, r.Timestamp, key, &w); err != nil {
+	if err := p.add(k, v, ts, key, &w); err != nil {
 		return err
 	}
-	return p.element(k, key, w, !isOld, false, r.Timestamp, wm)
+	return p.element(k, key, w, !isOld, false, ts, wm)
 }
 
 // retract tells downstream that session a, merged into another, is gone,
