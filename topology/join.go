@@ -74,6 +74,7 @@ func streamTableJoin[K, V, VT, VR any](s Stream[K, V], tb Table[K, VT], kind str
 			return ops.NewStreamTableJoin(st, join)
 		},
 	}, s.n, tb.n)
+	n.Typed = ops.StreamTableJoinTyped[K, V, VT, VR](n)
 	return Stream[K, VR]{t: t, n: n, ks: s.ks}
 }
 

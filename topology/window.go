@@ -294,6 +294,7 @@ func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materiali
 			return ops.NewWindow(c)
 		},
 	}, s.n)
+	n.Typed = ops.WindowTyped[K, V, A](n)
 	late.agg = n
 	return Table[Windowed[K], A]{t: t, n: n, ks: WindowedSerde(m.ks), vs: m.vs}
 }

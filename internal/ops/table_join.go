@@ -45,6 +45,36 @@ func (p *StreamTableJoin[K, V, VT, VR]) Process(r exec.Record) error {
 
 func (p *StreamTableJoin[K, V, VT, VR]) Close() error { return nil }
 
+// StreamTableJoinTyped is the exec.Typed of n, a node whose Processor is a
+// *StreamTableJoin[K, V, VT, VR]: a stream record comes in typed and its
+// joined value goes on typed. The table's changes, which join nothing,
+// take the erased path, whose types the entry's do not match.
+func StreamTableJoinTyped[K, V, VT, VR any](n *exec.Node) *exec.Typed {
+	return &exec.Typed{
+		Link: func(f *exec.Frame, p exec.Processor, next any) any {
+			emit, ok := next.(func(K, VR) error)
+			if !ok {
+				return nil
+			}
+			j := p.(*StreamTableJoin[K, V, VT, VR])
+			return func(k K, v V) error {
+				f.At(n, exec.Processing)
+				vt, ok, err := j.kv.Get(k)
+				if err != nil {
+					return err
+				}
+				out, keep := j.join(k, v, vt, ok)
+				if !keep {
+					return nil
+				}
+				return emit(k, out)
+			}
+		},
+		Out: exec.ChainOut[K, VR],
+		Fan: exec.ChainFan[K, VR],
+	}
+}
+
 // TableJoinSide is one side of a table–table join (JoinTables and its left
 // and outer forms): it joins the changes of its own table, of values Own,
 // with the other table's store, of values Other, and forwards the joined

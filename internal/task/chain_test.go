@@ -144,22 +144,10 @@ func TestTypedChainsMatchTheErasedPath(t *testing.T) {
 		`processing in MAP at 4: dead-letter (panic: thirteen)`,
 		`production in SINK at 6: dead-letter (value: refused)`,
 	}
-	if len(typed.actions) != len(want) {
-		t.Fatalf("failures\n%s\nwant\n%s", strings.Join(typed.actions, "\n"), strings.Join(want, "\n"))
-	}
-	for i, w := range want {
-		if !strings.HasPrefix(typed.actions[i], w) {
-			t.Errorf("failure %d: %s, want %s…", i, typed.actions[i], w)
-		}
-	}
+	checkActions(t, typed.actions, want)
 	// 1, 2, 7 and 8 pass: two values each, each to out, lens and the
 	// repartition topic, the even ones to even; 21 is dead-lettered whole.
-	topics := map[string]int{}
-	for _, o := range typed.out {
-		topic, _, _ := strings.Cut(o, " ")
-		topics[topic]++
-	}
-	if w := map[string]int{"out": 8, "lens": 8, "app-byvalue-repartition": 8, "even": 4, "dlq": 3}; !maps.Equal(topics, w) {
+	if topics, w := perTopic(typed.out), map[string]int{"out": 8, "lens": 8, "app-byvalue-repartition": 8, "even": 4, "dlq": 3}; !maps.Equal(topics, w) {
 		t.Errorf("records per topic %v, want %v", topics, w)
 	}
 }
@@ -215,12 +203,19 @@ func aggRecords() []*kgo.Record {
 	return recs
 }
 
-// runAgg runs recs through the tasks of partition 0 of aggTopology's
-// sub-topologies, flushing every three records; erased takes the typed
-// chains out of the plan first, and tamper, if set, changes it.
+// runAgg runs aggRecords through aggTopology (runPlan), flushing every
+// three records; erased takes the typed chains out of the plan first, and
+// tamper, if set, changes it.
 func runAgg(t *testing.T, erased, fold bool, tamper func(*exec.Plan)) chainRun {
 	t.Helper()
-	p := plan(t, aggTopology())
+	return runPlan(t, planOf(t, aggTopology(), erased, tamper), aggRecords(), 3, fold)
+}
+
+// planOf is tp's plan; erased takes the typed chains out of it, and
+// tamper, if set, changes it.
+func planOf(t *testing.T, tp *topology.Topology, erased bool, tamper func(*exec.Plan)) *exec.Plan {
+	t.Helper()
+	p := plan(t, tp)
 	if erased {
 		for _, sub := range p.Subs {
 			for _, n := range sub.Nodes {
@@ -231,10 +226,20 @@ func runAgg(t *testing.T, erased, fold bool, tamper func(*exec.Plan)) chainRun {
 	if tamper != nil {
 		tamper(p)
 	}
+	return p
+}
+
+// runPlan runs recs through the tasks of partition 0 of p's
+// sub-topologies, each record through the tasks that read its topic,
+// flushing and committing every n records. Processing failures are
+// dead-lettered, production failures (also at a flush, with no input
+// record) skipped.
+func runPlan(t *testing.T, p *exec.Plan, recs []*kgo.Record, n int, fold bool) chainRun {
+	t.Helper()
 	var run chainRun
 	d := &discard{keep: []*kgo.Record{}}
 	deadLetter := func(exec.ErrorContext) exec.Action { return exec.DeadLetter }
-	skip := func(exec.ErrorContext) exec.Action { return exec.Continue } // also at a flush, with no input record
+	skip := func(exec.ErrorContext) exec.Action { return exec.Continue }
 	var tasks []*Task
 	for i := range p.Subs {
 		tasks = append(tasks, startTask(t, p, i, Config{
@@ -246,8 +251,12 @@ func runAgg(t *testing.T, erased, fold bool, tamper func(*exec.Plan)) chainRun {
 			},
 		}))
 	}
-	run.direct = tasks[0].sources["in"].direct != nil
-	for i, r := range aggRecords() {
+	for _, tk := range tasks {
+		if src := tk.sources["in"]; src != nil && src.direct != nil {
+			run.direct = true
+		}
+	}
+	for i, r := range recs {
 		for _, tk := range tasks {
 			if tk.sources[r.Topic] == nil {
 				continue
@@ -256,7 +265,7 @@ func runAgg(t *testing.T, erased, fold bool, tamper func(*exec.Plan)) chainRun {
 				t.Fatal(err)
 			}
 		}
-		if i%3 == 2 {
+		if i%n == n-1 {
 			for _, tk := range tasks {
 				if err := tk.Flush(); err != nil {
 					t.Fatal(err)
@@ -269,6 +278,30 @@ func runAgg(t *testing.T, erased, fold bool, tamper func(*exec.Plan)) chainRun {
 	}
 	run.out = describe(d.keep)
 	return run
+}
+
+// checkActions fails t unless the failures got are those want begins,
+// in order.
+func checkActions(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("failures\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("failure %d: %s, want %s…", i, got[i], w)
+		}
+	}
+}
+
+// perTopic counts the records of out (describe's) by topic.
+func perTopic(out []string) map[string]int {
+	topics := map[string]int{}
+	for _, o := range out {
+		topic, _, _ := strings.Cut(o, " ")
+		topics[topic]++
+	}
+	return topics
 }
 
 // diffRuns says how two runs differ ("" if they do not).
