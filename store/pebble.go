@@ -94,6 +94,18 @@ type Pebble struct {
 	// Apply and Wipe) so Checkpoint costs no read; atomic because Apply
 	// updates it under the shared lock.
 	checkpoint atomic.Int64
+
+	// iter is an iterator kept from one Range to the next (nil: none):
+	// making one costs more than a short range (a stream join ranges the
+	// other side's store for every record), and SetBounds readies a kept
+	// one for the next. An iterator reads the database as it was when it
+	// was made, so iterGen, the writes counted by gen when it was made,
+	// must still be gen's count for it to be used; every write (Apply,
+	// Wipe) counts and drops it, so that it pins no file past a write.
+	iterMu  sync.Mutex
+	iter    *pebble.Iterator
+	iterGen uint64
+	gen     atomic.Uint64
 }
 
 var _ Engine = (*Pebble)(nil)
@@ -244,16 +256,21 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 	if p.db == nil {
 		return ErrClosed
 	}
-	io := pebble.IterOptions{LowerBound: userLower, UpperBound: userUpper}
+	lower, upper := userLower, userUpper
 	if start != nil {
-		io.LowerBound = append([]byte{prefixUser}, start...)
+		lower = append([]byte{prefixUser}, start...)
 	}
 	if end != nil {
-		io.UpperBound = append([]byte{prefixUser}, end...)
+		upper = append([]byte{prefixUser}, end...)
 	}
-	it, err := p.db.NewIter(&io)
-	if err != nil {
-		return fmt.Errorf("store: range: %w", err)
+	it, gen := p.takeIter()
+	if it != nil {
+		it.SetBounds(lower, upper)
+	} else {
+		var err error
+		if it, err = p.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper}); err != nil {
+			return fmt.Errorf("store: range: %w", err)
+		}
 	}
 	for valid := it.First(); valid; valid = it.Next() {
 		v, err := it.ValueAndErr()
@@ -262,14 +279,57 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 			return fmt.Errorf("store: range: %w", corrupted(p.dir, err))
 		}
 		if err := fn(it.Key()[1:], v); err != nil {
-			_ = it.Close()
+			p.keepIter(it, gen)
 			return err
 		}
 	}
-	if err := it.Close(); err != nil {
+	if err := it.Error(); err != nil {
+		_ = it.Close()
 		return fmt.Errorf("store: range: %w", corrupted(p.dir, err))
 	}
+	p.keepIter(it, gen)
 	return nil
+}
+
+// takeIter hands out the kept iterator if no write came since it was made
+// (nil if there is none), and the count of writes a new one would be made
+// at: read before it is made, so that a write while it is made leaves it
+// unkept rather than kept stale.
+func (p *Pebble) takeIter() (*pebble.Iterator, uint64) {
+	p.iterMu.Lock()
+	defer p.iterMu.Unlock()
+	gen := p.gen.Load()
+	it := p.iter
+	p.iter = nil
+	if it != nil && p.iterGen != gen {
+		_ = it.Close()
+		it = nil
+	}
+	return it, gen
+}
+
+// keepIter keeps it, made when gen writes had been counted, for the next
+// Range, unless a write came since or another iterator is kept.
+func (p *Pebble) keepIter(it *pebble.Iterator, gen uint64) {
+	p.iterMu.Lock()
+	defer p.iterMu.Unlock()
+	if p.iter != nil || gen != p.gen.Load() {
+		_ = it.Close()
+		return
+	}
+	p.iter, p.iterGen = it, gen
+}
+
+// wrote counts a write and drops the kept iterator, which reads the
+// database as it was before it.
+func (p *Pebble) wrote() {
+	p.gen.Add(1)
+	p.iterMu.Lock()
+	defer p.iterMu.Unlock()
+	if p.iter != nil {
+		_ = p.iter.Close()
+		p.iter = nil
+	}
 }
 
 // Apply writes ws and checkpoint in one batch (invariant 2).
@@ -310,7 +370,9 @@ func (p *Pebble) Apply(ws []Write, checkpoint int64) error {
 			return fmt.Errorf("store: apply: %w", err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	err := b.Commit(pebble.NoSync)
+	p.wrote() // even on error: the batch may have been applied
+	if err != nil {
 		return fmt.Errorf("store: apply: %w", corrupted(p.dir, err))
 	}
 	if checkpoint != NoCheckpoint {
@@ -342,7 +404,9 @@ func (p *Pebble) Wipe() error {
 	if err := b.DeleteRange(wipeLower, wipeUpper, nil); err != nil {
 		return fmt.Errorf("store: wipe: %w", err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	err := b.Commit(pebble.NoSync)
+	p.wrote()
+	if err != nil {
 		return fmt.Errorf("store: wipe: %w", err)
 	}
 	p.checkpoint.Store(NoCheckpoint)
@@ -393,6 +457,7 @@ func (p *Pebble) Close() error {
 	if p.db == nil {
 		return nil
 	}
+	p.wrote() // Pebble refuses to close with an iterator open
 	db := p.db
 	p.db = nil
 	if err := db.Close(); err != nil {
