@@ -52,11 +52,7 @@ type WindowStates[K, A any] struct {
 	name string
 	ks   serde.Serde[K]
 	vs   serde.Serde[A]
-	// ka and va encode into the caller's buffer (appending), whether or
-	// not ks and vs implement serde.Appender; set at their first use. agg
-	// is Put's buffer for the aggregate's encoding.
-	ka  serde.Appender[K]
-	va  serde.Appender[A]
+	// agg is Put's buffer for the aggregate's encoding.
 	agg []byte
 	// windowed makes the key of a result: topology.Windowed[K].
 	windowed func(K, window.Bounds) any
@@ -81,21 +77,6 @@ type WindowStates[K, A any] struct {
 // readies it for a task.
 func NewWindowStates[K, A any](name string, ks serde.Serde[K], vs serde.Serde[A], windowed func(K, window.Bounds) any, lateChild string) *WindowStates[K, A] {
 	return &WindowStates[K, A]{name: name, ks: ks, vs: vs, windowed: windowed, lateChild: lateChild}
-}
-
-// appender is s as a serde.Appender: s itself if it is one.
-func appender[T any](s serde.Serde[T]) serde.Appender[T] {
-	if a, ok := s.(serde.Appender[T]); ok {
-		return a
-	}
-	return appending[T]{s}
-}
-
-// appending appends what a serde's Encode returns.
-type appending[T any] struct{ s serde.Serde[T] }
-
-func (a appending[T]) AppendEncode(dst []byte, v T) ([]byte, error) {
-	return serde.AppendEncode(a.s, dst, v)
 }
 
 // Init takes the task's store and the node's children.
@@ -135,10 +116,7 @@ func (s *WindowStates[K, A]) Put(key []byte, w WindowState[A]) error {
 	ab := w.enc
 	if w.HasAgg && !s.elements && ab == nil {
 		// Into a buffer the states keep: Put copies what it stores.
-		if s.va == nil {
-			s.va = appender(s.vs)
-		}
-		b, err := s.va.AppendEncode(s.agg[:0], w.Agg)
+		b, err := serde.AppendEncode(s.vs, s.agg[:0], w.Agg)
 		if err != nil {
 			return fmt.Errorf("store %s: value: %w", s.name, err)
 		}
@@ -165,10 +143,7 @@ func (s *WindowStates[K, A]) Put(key []byte, w WindowState[A]) error {
 
 // EncodeKey appends k's encoding to dst.
 func (s *WindowStates[K, A]) EncodeKey(dst []byte, k K) ([]byte, error) {
-	if s.ka == nil {
-		s.ka = appender(s.ks)
-	}
-	b, err := s.ka.AppendEncode(dst, k)
+	b, err := serde.AppendEncode(s.ks, dst, k)
 	if err != nil {
 		return b, fmt.Errorf("store %s: key: %w", s.name, err)
 	}
