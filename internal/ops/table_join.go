@@ -30,17 +30,24 @@ func (p *StreamTableJoin[K, V, VT, VR]) Process(r exec.Record) error {
 	if _, fromTable := r.Value.(exec.Change); fromTable || r.Value == exec.Tombstone {
 		return nil // table updates trigger nothing; a stream delete joins nothing
 	}
-	k := r.Key.(K)
-	vt, ok, err := p.kv.Get(k)
-	if err != nil {
+	out, keep, err := p.joinOne(r.Key.(K), r.Value.(V))
+	if !keep || err != nil {
 		return err
-	}
-	out, keep := p.join(k, r.Value.(V), vt, ok)
-	if !keep {
-		return nil
 	}
 	r.Value = out
 	return p.ctx.Forward(r)
+}
+
+// joinOne joins a stream record with the table's row of its key, and says
+// whether its result goes on.
+func (p *StreamTableJoin[K, V, VT, VR]) joinOne(k K, v V) (VR, bool, error) {
+	vt, ok, err := p.kv.Get(k)
+	if err != nil {
+		var zero VR
+		return zero, false, err
+	}
+	out, keep := p.join(k, v, vt, ok)
+	return out, keep, nil
 }
 
 func (p *StreamTableJoin[K, V, VT, VR]) Close() error { return nil }
@@ -59,13 +66,9 @@ func StreamTableJoinTyped[K, V, VT, VR any](n *exec.Node) *exec.Typed {
 			j := p.(*StreamTableJoin[K, V, VT, VR])
 			return func(k K, v V) error {
 				f.At(n, exec.Processing)
-				vt, ok, err := j.kv.Get(k)
-				if err != nil {
+				out, keep, err := j.joinOne(k, v)
+				if !keep || err != nil {
 					return err
-				}
-				out, keep := j.join(k, v, vt, ok)
-				if !keep {
-					return nil
 				}
 				return emit(k, out)
 			}
