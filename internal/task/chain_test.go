@@ -304,6 +304,28 @@ func perTopic(out []string) map[string]int {
 	return topics
 }
 
+// linker is exec.Typed's Link.
+type linker = func(f *exec.Frame, proc exec.Processor, next any) any
+
+// relink replaces the Link of the first node whose name begins with prefix
+// by what wrap makes of it, for a negative control.
+func relink(prefix string, wrap func(linker) linker) func(*exec.Plan) {
+	return func(p *exec.Plan) {
+		for _, sub := range p.Subs {
+			for _, n := range sub.Nodes {
+				if !strings.HasPrefix(n.Name, prefix) || n.Typed == nil {
+					continue
+				}
+				typed := *n.Typed
+				typed.Link = wrap(typed.Link)
+				n.Typed = &typed
+				return
+			}
+		}
+		panic("no node " + prefix)
+	}
+}
+
 // diffRuns says how two runs differ ("" if they do not).
 func diffRuns(a, b chainRun) string {
 	var d []string
@@ -374,26 +396,14 @@ func TestTypedAggregationsMatchTheErasedPath(t *testing.T) {
 // typed aggregation that loses updates, and a typed ToStream that turns
 // deletes into upserts.
 func TestTypedAggregationsNegativeControl(t *testing.T) {
-	// tamperNode wraps the Link of the first node whose name begins with
-	// prefix so that its entry skips every other call.
+	// tamperNode makes the entry of the first node whose name begins with
+	// prefix pass its output through skip.
 	tamperNode := func(prefix string, skip func(next any) any) func(*exec.Plan) {
-		return func(p *exec.Plan) {
-			for _, sub := range p.Subs {
-				for _, n := range sub.Nodes {
-					if !strings.HasPrefix(n.Name, prefix) || n.Typed == nil {
-						continue
-					}
-					typed := *n.Typed
-					link := typed.Link
-					typed.Link = func(f *exec.Frame, proc exec.Processor, next any) any {
-						return link(f, proc, skip(next))
-					}
-					n.Typed = &typed
-					return
-				}
+		return relink(prefix, func(link linker) linker {
+			return func(f *exec.Frame, proc exec.Processor, next any) any {
+				return link(f, proc, skip(next))
 			}
-			panic("no node " + prefix)
-		}
+		})
 	}
 	controls := map[string]func(*exec.Plan){
 		// The count's output chain drops every other change.

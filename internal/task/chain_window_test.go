@@ -3,7 +3,6 @@ package task
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -110,36 +109,24 @@ func TestTypedWindowsAndJoinsMatchTheErasedPath(t *testing.T) {
 // typed entry of the windows or of the join that loses records, so it
 // also shows that those entries are the ones the records take.
 func TestTypedWindowsAndJoinsNegativeControl(t *testing.T) {
-	// lossy wraps the entry of the first node whose name begins with
-	// prefix so that it skips every other record.
+	// lossy makes the entry of the first node whose name begins with
+	// prefix skip every other record.
 	lossy := func(prefix string) func(*exec.Plan) {
-		return func(p *exec.Plan) {
-			for _, sub := range p.Subs {
-				for _, n := range sub.Nodes {
-					if !strings.HasPrefix(n.Name, prefix) || n.Typed == nil {
-						continue
+		return relink(prefix, func(link linker) linker {
+			return func(f *exec.Frame, proc exec.Processor, next any) any {
+				entry, ok := link(f, proc, next).(func(string, int64) error)
+				if !ok {
+					return nil
+				}
+				calls := 0
+				return func(k string, v int64) error {
+					if calls++; calls%2 == 0 {
+						return nil
 					}
-					typed := *n.Typed
-					link := typed.Link
-					typed.Link = func(f *exec.Frame, proc exec.Processor, next any) any {
-						entry, ok := link(f, proc, next).(func(string, int64) error)
-						if !ok {
-							return nil
-						}
-						calls := 0
-						return func(k string, v int64) error {
-							if calls++; calls%2 == 0 {
-								return nil
-							}
-							return entry(k, v)
-						}
-					}
-					n.Typed = &typed
-					return
+					return entry(k, v)
 				}
 			}
-			panic("no node " + prefix)
-		}
+		})
 	}
 	for _, prefix := range []string{"tumbling-window", "sessions-window", "LEFTJOIN-TABLE"} {
 		t.Run(prefix, func(t *testing.T) {
