@@ -137,7 +137,7 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 	cmd.Flags().IntVar(&cfg.Records, "records", 1_000_000, "input records per scenario")
 	cmd.Flags().Int32Var(&cfg.Partitions, "partitions", 8, "partitions of the input topic")
 	cmd.Flags().DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "commit interval of every scenario")
-	cmd.Flags().IntVar(&cfg.Runs, "runs", 3, "runs of each scenario under each guarantee; the median counts")
+	cmd.Flags().IntVar(&cfg.Runs, "runs", 3, "runs of each scenario under each guarantee, in rounds of every scenario once, the pipe first; the median counts")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 50_000, "input records per second of the paced latency runs")
 	cmd.Flags().DurationVar(&cfg.PacedFor, "paced-for", 10*time.Second, "how long each paced latency run produces input (0: no paced runs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -201,7 +201,14 @@ func printTable(w io.Writer, res []bench.Result) {
 			for _, x := range r.RunsPerSecond {
 				runs += fmt.Sprintf(" %.0f", x)
 			}
-			runs += " records/s; the median counts)"
+			runs += " records/s; the median counts"
+			if len(r.RunsVsPipe) > 0 {
+				runs += "; of the pipe in the same round:"
+				for _, x := range r.RunsVsPipe {
+					runs += fmt.Sprintf(" %.2f", x)
+				}
+			}
+			runs += ")"
 		}
 		fmt.Fprintf(w, "%s %s: %s%s\n", r.Scenario, r.Guarantee, r.Note, runs)
 		if len(r.CPUProfiles) > 0 {

@@ -36,10 +36,10 @@ type Config struct {
 	// Rate input records a second for PacedFor. PacedFor 0: no paced run.
 	Rate     int
 	PacedFor time.Duration
-	// Runs is how often each scenario runs under each guarantee; its
-	// result is the run of median throughput, and the ratios are of
-	// medians (one run of the pipe alone varies by 1.5x and more). Only the
-	// first run makes the paced run. Default 1.
+	// Runs is how often each scenario runs under each guarantee, in
+	// rounds (Run); its result is the run of median throughput, and the
+	// ratios are of medians (one run of the pipe alone varies by 1.5x and
+	// more). Only the first round makes the paced runs. Default 1.
 	Runs int
 	// Isolate, if set, runs each scenario instead of Run doing it in this
 	// process: `sluice bench` runs each in a child process (RunScenario),
@@ -78,7 +78,11 @@ type Result struct {
 	// RunsPerSecond lists PerSecond of every run, in run order, when the
 	// scenario ran more than once; PerSecond is their median.
 	RunsPerSecond []float64 `json:"runs_records_per_second,omitempty"`
-	Note          string    `json:"note,omitempty"`
+	// RunsVsPipe lists, with RunsPerSecond, every run's PerSecond over
+	// that of the exactly_once pipe's run in the same round (see Run):
+	// how far the ratio moves from round to round.
+	RunsVsPipe []float64 `json:"runs_vs_pipe,omitempty"`
+	Note       string    `json:"note,omitempty"`
 	// CPUProfiles names the profiles of the timed runs, in run order,
 	// with Config.TimedCPUProfile.
 	CPUProfiles []string `json:"cpu_profiles,omitempty"`
@@ -145,6 +149,12 @@ type scenario struct {
 }
 
 // Run runs the chosen scenarios under exactly_once and at_least_once.
+//
+// With cfg.Runs > 1 the runs go in rounds: each round runs every chosen
+// scenario once under each guarantee, the pipe first, so that a scenario's
+// runs and the pipe's are spread alike over the invocation and a machine
+// that turns slower or faster during it moves both, not the ratio.
+// progress hears of every run as it ends.
 func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, error) {
 	want := map[string]bool{}
 	for _, s := range cfg.Scenarios {
@@ -153,8 +163,6 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 		}
 		want[s] = true
 	}
-	var out []Result
-	var pipe float64
 	one := cfg.Isolate
 	if one == nil {
 		if err := warmUp(ctx, cfg); err != nil {
@@ -165,58 +173,71 @@ func Run(ctx context.Context, cfg Config, progress func(Result)) ([]Result, erro
 			return measure(ctx, cfg, sc, g)
 		}
 	}
-	var billing float64
+	type cell struct {
+		sc   scenario
+		g    txn.Guarantee
+		runs []Result
+	}
+	var cells []*cell
 	for _, sc := range append(scenarioList(), dbScenarios(cfg)...) {
 		if len(want) > 0 && !want[sc.name] && sc.name != "pipe" && (sc.name != "billing" || len(cfg.DBURLs) == 0) {
 			continue
 		}
 		for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce} {
-			if sc.exactlyOnceOnly && g != txn.ExactlyOnce {
-				continue
+			if !sc.exactlyOnceOnly || g == txn.ExactlyOnce {
+				cells = append(cells, &cell{sc: sc, g: g})
 			}
-			res, err := median(ctx, cfg, one, sc.name, g)
+		}
+	}
+	for i := range max(cfg.Runs, 1) {
+		c := cfg
+		if i > 0 {
+			c.PacedFor = 0 // only the first run makes the paced run
+		}
+		for _, cl := range cells {
+			res, err := one(ctx, c, cl.sc.name, cl.g)
 			if err != nil {
-				return out, fmt.Errorf("bench: %s %s: %w", sc.name, g, err)
+				return nil, fmt.Errorf("bench: %s %s: %w", cl.sc.name, cl.g, err)
 			}
-			if sc.name == "pipe" && g == txn.ExactlyOnce {
-				pipe = res.PerSecond
-			}
-			if pipe > 0 {
-				res.VsPipe = res.PerSecond / pipe
-			}
-			if sc.name == "billing" && g == txn.ExactlyOnce {
-				billing = res.PerSecond
-			}
-			if sc.exactlyOnceOnly && billing > 0 {
-				res.VsBilling = res.PerSecond / billing
-				res.Note += fmt.Sprintf("; %.2f of billing without a database (exactly_once, this run)", res.VsBilling)
-			}
-			out = append(out, res)
+			cl.runs = append(cl.runs, res)
 			if progress != nil {
 				progress(res)
 			}
 		}
 	}
+	var out []Result
+	var pipe, billing *cell
+	for _, cl := range cells {
+		res := median(cl.runs)
+		switch {
+		case cl.sc.name == "pipe" && cl.g == txn.ExactlyOnce:
+			pipe = cl
+		case cl.sc.name == "billing" && cl.g == txn.ExactlyOnce:
+			billing = cl
+		}
+		if pipe != nil {
+			pr := median(pipe.runs).PerSecond
+			res.VsPipe = res.PerSecond / pr
+			if len(cl.runs) > 1 {
+				for i, r := range cl.runs {
+					res.RunsVsPipe = append(res.RunsVsPipe, r.PerSecond/pipe.runs[i].PerSecond)
+				}
+			}
+		}
+		if cl.sc.exactlyOnceOnly && billing != nil {
+			res.VsBilling = res.PerSecond / median(billing.runs).PerSecond
+			res.Note += fmt.Sprintf("; %.2f of billing without a database (exactly_once, this run)", res.VsBilling)
+		}
+		out = append(out, res)
+	}
 	return out, nil
 }
 
-// median runs a scenario cfg.Runs times and returns the run of median
-// throughput, with the paced latency of the first run.
-func median(ctx context.Context, cfg Config, one func(context.Context, Config, string, txn.Guarantee) (Result, error), name string, g txn.Guarantee) (Result, error) {
-	var runs []Result
-	for i := range max(cfg.Runs, 1) {
-		c := cfg
-		if i > 0 {
-			c.PacedFor = 0
-		}
-		res, err := one(ctx, c, name, g)
-		if err != nil {
-			return Result{}, err
-		}
-		runs = append(runs, res)
-	}
+// median returns the run of median throughput of a scenario's runs, with
+// the paced latency of the first run.
+func median(runs []Result) Result {
 	if len(runs) == 1 {
-		return runs[0], nil
+		return runs[0]
 	}
 	rates := make([]float64, len(runs))
 	for i, r := range runs {
@@ -233,7 +254,7 @@ func median(ctx context.Context, cfg Config, one func(context.Context, Config, s
 		res.CPUProfiles = append(res.CPUProfiles, r.CPUProfiles...)
 	}
 	res.RunsPerSecond = rates
-	return res, nil
+	return res
 }
 
 // warmUp runs a discarded pipe first: the first run in a process pays for

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,5 +68,62 @@ func TestProducedPerRecord(t *testing.T) {
 		if res.ProducedPerRecord < c.lo || res.ProducedPerRecord > c.hi {
 			t.Errorf("%s: %.3f records produced per input record, want %.2f to %.2f", c.scenario, res.ProducedPerRecord, c.lo, c.hi)
 		}
+	}
+}
+
+// TestRunsGoInRounds: with Runs > 1, Run runs every scenario once per
+// round, the pipe first, and only the first round makes the paced runs; a
+// scenario's ratio is its median rate over the pipe's, and RunsVsPipe
+// pairs each run with the pipe's of its round. The runner is Run's own
+// hook for running a scenario elsewhere (Config.Isolate): it reports
+// rates made up from the round, so that no job runs.
+func TestRunsGoInRounds(t *testing.T) {
+	type call struct {
+		name  string
+		g     txn.Guarantee
+		paced bool
+	}
+	var calls []call
+	rate := map[string]float64{"pipe": 1000, "count": 700}
+	round := map[string]int{}
+	cfg := Config{Runs: 3, Scenarios: []string{"count"}, PacedFor: time.Second,
+		Isolate: func(_ context.Context, cfg Config, name string, g txn.Guarantee) (Result, error) {
+			calls = append(calls, call{name, g, cfg.PacedFor > 0})
+			key := name + g.String()
+			round[key]++
+			// The machine slows by half in the second round and speeds
+			// up in the third: the pipe's rate moves with the count's.
+			f := []float64{1, 0.5, 2}[round[key]-1]
+			return Result{Scenario: name, Guarantee: g.String(), PerSecond: rate[name] * f}, nil
+		}}
+	res, err := Run(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []call
+	for i := range 3 {
+		for _, n := range []string{"pipe", "count"} {
+			for _, g := range []txn.Guarantee{txn.ExactlyOnce, txn.AtLeastOnce} {
+				want = append(want, call{n, g, i == 0})
+			}
+		}
+	}
+	if len(calls) != len(want) {
+		t.Fatalf("%d runs, want %d: %v", len(calls), len(want), calls)
+	}
+	for i := range want {
+		if calls[i] != want[i] {
+			t.Fatalf("run %d: %v, want %v (all: %v)", i, calls[i], want[i], calls)
+		}
+	}
+	if len(res) != 4 || res[2].Scenario != "count" || res[2].Guarantee != txn.ExactlyOnce.String() {
+		t.Fatalf("results %+v", res)
+	}
+	c := res[2]
+	if c.PerSecond != 700 || c.VsPipe != 0.7 {
+		t.Errorf("count: %v records/s, %v of the pipe; want the medians, 700 and 0.7", c.PerSecond, c.VsPipe)
+	}
+	if fmt.Sprint(c.RunsPerSecond) != "[700 350 1400]" || fmt.Sprint(c.RunsVsPipe) != "[0.7 0.7 0.7]" {
+		t.Errorf("count runs %v, of the pipe %v", c.RunsPerSecond, c.RunsVsPipe)
 	}
 }
