@@ -234,15 +234,30 @@ func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
 // Get reads the stage first, then the engine; a staged delete hides the
 // engine's value. What it read from the engine it caches as a clean entry.
 // The value is returned without a copy: the caller must not modify it.
-func (s *Staged) Get(key []byte) ([]byte, bool, error) { return s.get(key, false) }
+func (s *Staged) Get(key []byte) ([]byte, bool, error) { return s.get(key, keepIfRoom) }
 
 // GetForUpdate is Get for a key the caller writes next (a read-modify-write,
 // as aggregations do): what it reads from the engine stays in the stage even
 // when the read cache is full, since the write would keep it anyway, and the
 // write then finds the key's entry without a second lookup.
-func (s *Staged) GetForUpdate(key []byte) ([]byte, bool, error) { return s.get(key, true) }
+func (s *Staged) GetForUpdate(key []byte) ([]byte, bool, error) { return s.get(key, keepAlways) }
 
-func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
+// Peek is Get without keeping what it read: for a caller that keeps the
+// key elsewhere while it is absent (the windows a window runtime holds in
+// memory), to which an entry saying so would be a cost.
+func (s *Staged) Peek(key []byte) ([]byte, bool, error) { return s.get(key, keepNever) }
+
+// keep says what get keeps of what it read from the engine, or of the
+// engine's lack of the key.
+type keep int8
+
+const (
+	keepIfRoom keep = iota // while the read cache has room (Get)
+	keepAlways             // a write follows (GetForUpdate)
+	keepNever              // Peek
+)
+
+func (s *Staged) get(key []byte, mode keep) ([]byte, bool, error) {
 	s.stats.Gets++
 	if i, ok := s.lookup(key); ok {
 		s.stats.StageHits++
@@ -256,13 +271,13 @@ func (s *Staged) get(key []byte, update bool) ([]byte, bool, error) {
 	if complete {
 		// The engine lacks the key. An entry keeps knowing it, if the
 		// cache has room or a write follows.
-		if s.cached < s.cacheLimit || update {
+		if mode == keepAlways || mode == keepIfRoom && s.cached < s.cacheLimit {
 			s.add(bytes.Clone(key), nil, true)
 		}
 		return nil, false, nil
 	}
 	v, ok, err := s.engine.Get(key)
-	if err != nil || s.cached >= s.cacheLimit && !update {
+	if err != nil || mode == keepNever || mode == keepIfRoom && s.cached >= s.cacheLimit {
 		// A full cache takes no more reads until the commit drops it:
 		// a transaction reading many keys stays within the bound.
 		return v, ok, err

@@ -164,6 +164,27 @@ type AbortListener interface {
 	OnAbort()
 }
 
+// Holder is implemented by processors that hold writes of the open
+// transaction in memory before their stores get them: the windows a
+// window runtime opened in it (ops.Window). The task treats what they hold
+// as it treats its stages:
+//
+//   - Mark begins a unit (one record) and Rollback undoes what the unit
+//     changed, so that a record skipped after an error leaves nothing held;
+//   - Spill, called when the transaction is about to end, before the
+//     stores' Flush, writes everything held to the stores and holds
+//     nothing after (a Commit with anything held fails);
+//   - Held estimates the bytes held, counted with the stages' in the
+//     memory budget;
+//   - Drop, at an abort, forgets everything held.
+type Holder interface {
+	Mark()
+	Rollback()
+	Spill() error
+	Held() int
+	Drop()
+}
+
 // Source timestamp kinds.
 type TimestampKind int
 

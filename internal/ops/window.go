@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -67,6 +68,10 @@ type Window[K, V, A any] struct {
 	isSessions bool
 	global     bool
 	elements   *WindowElements[K, V]
+	// held holds the windows opened in the transaction (window_held.go);
+	// nil for sessions, the global window and windows that keep their
+	// elements.
+	held *heldWindows[A]
 
 	ctx exec.Context
 	// nextEvent and nextProc are at most the earliest time in the event
@@ -96,6 +101,9 @@ func NewWindow[K, V, A any](c WindowConfig[K, V, A]) *Window[K, V, A] {
 		p.global = true
 	}
 	p.s.sessions, p.s.global = p.isSessions, p.global
+	if holds(c) && !p.isSessions && !p.global {
+		p.held = newHeldWindows[A]()
+	}
 	return p
 }
 
@@ -184,6 +192,15 @@ func (p *Window[K, V, A]) process(k K, v V, ts int64, hs []exec.Header) error {
 		onTime = true
 		p.key = layout.WindowKey(p.key[:0], kb, b.Start)
 		key := p.key
+		if p.held != nil {
+			held, err := p.processHeld(k, v, ts, b, key, wm)
+			if err != nil {
+				return err
+			}
+			if held {
+				continue
+			}
+		}
 		// For update: the window is written next, and a new window's
 		// entry remembers that the engine lacks it, so that a window
 		// opened and closed within one transaction reaches neither the
@@ -249,12 +266,146 @@ func (p *Window[K, V, A]) element(k K, key []byte, w WindowState[A], isNew, fres
 	if !isNew || p.global {
 		return nil
 	}
-	p.nextEvent = min(p.nextEvent, p.closeAt(w.Bounds))
-	p.ik = layout.AppendIndexKey(p.ik[:0], layout.WindowExpire, p.closeAt(w.Bounds), key)
+	return p.expiry(key, w.Bounds, fresh)
+}
+
+// expiry writes the expiry entry of window b, stored under key; fresh:
+// the committed state lacks it (PutNew).
+func (p *Window[K, V, A]) expiry(key []byte, b window.Bounds, fresh bool) error {
+	p.nextEvent = min(p.nextEvent, p.closeAt(b))
+	p.ik = layout.AppendIndexKey(p.ik[:0], layout.WindowExpire, p.closeAt(b), key)
 	if fresh {
 		return p.s.st.PutNew(p.ik, layout.IndexValue)
 	}
 	return p.s.st.Put(p.ik, layout.IndexValue)
+}
+
+// processHeld adds a record, of key k and value v at ts, to window b
+// (data key key) if the runtime holds the window or the store lacks it, in
+// which case the window is opened held, and says whether it did; if not,
+// the store has the window.
+func (p *Window[K, V, A]) processHeld(k K, v V, ts int64, b window.Bounds, key []byte, wm int64) (bool, error) {
+	h := p.held.get(key)
+	w := NewWindowState[A](b)
+	if h != nil {
+		w = h.w
+	} else if _, ok, err := p.s.st.Peek(key); err != nil || ok {
+		return false, err
+	}
+	if err := p.add(k, v, ts, key, &w); err != nil {
+		return true, err
+	}
+	res := p.trigger.OnElement(p.tctx(w, wm), ts)
+	if p.needsIndex(w, res) {
+		// The window goes to the store as the store path would have
+		// kept it, and stays there.
+		if h != nil {
+			p.held.leave(h)
+		}
+		w, err := p.decide(k, key, w, res)
+		if err != nil {
+			return true, err
+		}
+		if err := p.s.PutNew(key, w); err != nil {
+			return true, err
+		}
+		return true, p.expiry(key, w.Bounds, true)
+	}
+	w, err := p.decide(k, key, w, res)
+	if err != nil {
+		return true, err
+	}
+	if h != nil {
+		p.held.change(h, w)
+		return true, nil
+	}
+	p.held.open(key, p.closeAt(b), w)
+	p.nextEvent = min(p.nextEvent, p.closeAt(b))
+	return true, nil
+}
+
+// needsIndex says whether carrying out res for window w writes its fire or
+// processing-time index (timer): what a held window cannot have. An event
+// timer at the close needs no entry (see timer), and a held window has
+// no other timer to delete.
+func (p *Window[K, V, A]) needsIndex(w WindowState[A], res window.TriggerResult) bool {
+	set := func(want, old, closes int64) bool {
+		return want != window.NoTimer && want != old && want != window.ClearTimer && want != closes
+	}
+	return set(res.EventTimer, w.EventTimer, p.closeAt(w.Bounds)) || set(res.ProcessingTimer, w.ProcTimer, noClose)
+}
+
+// closeHeld closes held window h (taken from the held windows), as expire
+// closes one in the store.
+func (p *Window[K, V, A]) closeHeld(h *heldWindow[A], wm int64) error {
+	if h.w.EventTimer != h.close {
+		return nil
+	}
+	kb, _, err := layout.ParseWindowKey(h.key)
+	if err != nil {
+		return err
+	}
+	_, err = p.fireAtClose(kb, h.key, h.w, wm)
+	return err
+}
+
+// fireAtClose runs the event timer of window w (key kb, data key key) set
+// at its close, which has no index entry of its own, as the window closes,
+// and returns the window's state after it.
+func (p *Window[K, V, A]) fireAtClose(kb, key []byte, w WindowState[A], wm int64) (WindowState[A], error) {
+	k, err := p.s.ks.Decode(kb)
+	if err != nil {
+		return w, fmt.Errorf("store %s: key: %w", p.s.name, err)
+	}
+	w.EventTimer = window.NoTimer
+	res := p.trigger.OnEventTime(p.tctx(w, wm))
+	res.EventTimer, res.ProcessingTimer = window.NoTimer, window.ClearTimer
+	return p.decide(k, key, w, res)
+}
+
+// Mark, Rollback, Spill, Held and Drop make the runtime an exec.Holder of
+// its held windows.
+
+func (p *Window[K, V, A]) Mark() {
+	if p.held != nil {
+		p.held.mark()
+	}
+}
+
+func (p *Window[K, V, A]) Rollback() {
+	if p.held != nil {
+		p.held.rollback()
+	}
+}
+
+func (p *Window[K, V, A]) Drop() {
+	if p.held != nil {
+		p.held.drop()
+	}
+}
+
+func (p *Window[K, V, A]) Held() int {
+	if p.held == nil {
+		return 0
+	}
+	return p.held.bytes
+}
+
+// Spill writes the held windows to the store, with their expiry entries,
+// in the order they were opened.
+func (p *Window[K, V, A]) Spill() error {
+	if p.held == nil {
+		return nil
+	}
+	for _, h := range p.held.takeAll() {
+		if err := p.s.PutNew(h.key, h.w); err != nil {
+			return err
+		}
+		if err := p.expiry(h.key, h.w.Bounds, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // apply carries out a trigger's decision for window w and stores it.
@@ -377,16 +528,35 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	if err != nil {
 		return err
 	}
-	// Every entry up to wm is in the two lists and removed below; a
+	var held []*heldWindow[A]
+	if p.held != nil {
+		held = p.held.takeDue(wm)
+	}
+	// Every entry up to wm is in the three lists and removed below; a
 	// timer set at or below wm while they run lowers the bound again
 	// (timer). At the end of time wm+1 wraps to math.MinInt64: a scan
 	// from the index's start, correct, only not bounded.
 	p.nextEvent = wm + 1
-	for len(fires) > 0 || len(expired) > 0 {
-		if len(expired) == 0 || len(fires) > 0 && layout.ReadTime(fires[0][1:9]) <= layout.ReadTime(expired[0][1:9]) {
+	for len(fires) > 0 || len(expired) > 0 || len(held) > 0 {
+		// The next expiry: the store's or a held window's, in the
+		// expiry index's order (time, then data key); a timer before
+		// an expiry at the same time.
+		heldNext := len(held) > 0 && (len(expired) == 0 || heldFirst(held[0], expired[0]))
+		var at int64
+		switch {
+		case heldNext:
+			at = held[0].close
+		case len(expired) > 0:
+			at = layout.ReadTime(expired[0][1:9])
+		}
+		switch {
+		case len(fires) > 0 && (len(expired) == 0 && len(held) == 0 || layout.ReadTime(fires[0][1:9]) <= at):
 			err = p.runTimer(layout.WindowFire, fires[0], wm, p.trigger.OnEventTime)
 			fires = fires[1:]
-		} else {
+		case heldNext:
+			err = p.closeHeld(held[0], wm)
+			held = held[1:]
+		default:
 			err = p.expire(expired[0], wm)
 			expired = expired[1:]
 		}
@@ -422,15 +592,8 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 		return err
 	}
 	if w.EventTimer == p.closeAt(w.Bounds) {
-		k, err := p.s.ks.Decode(kb)
-		if err != nil {
-			return fmt.Errorf("store %s: key: %w", p.s.name, err)
-		}
-		w.EventTimer = window.NoTimer
-		res := p.trigger.OnEventTime(p.tctx(w, wm))
-		res.EventTimer, res.ProcessingTimer = window.NoTimer, window.ClearTimer
 		// Not stored: remove deletes the window right after.
-		if w, err = p.decide(k, key, w, res); err != nil {
+		if w, err = p.fireAtClose(kb, key, w, wm); err != nil {
 			return err
 		}
 	}
@@ -509,5 +672,18 @@ func (p *Window[K, V, A]) findNext(event, proc int64) error {
 	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire, event)
 	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc, proc)
 	p.nextEvent = min(fire, expire)
+	if p.held != nil {
+		p.nextEvent = min(p.nextEvent, p.held.first())
+	}
 	return errors.Join(errs[:]...)
+}
+
+// heldFirst says whether held window h closes before the window of expiry
+// index key ik: at an earlier time, or at the same time with a smaller
+// data key (the index key holds it without its prefix byte).
+func heldFirst[A any](h *heldWindow[A], ik []byte) bool {
+	if at := layout.ReadTime(ik[1:9]); h.close != at {
+		return h.close < at
+	}
+	return bytes.Compare(h.key[1:], ik[9:]) < 0
 }

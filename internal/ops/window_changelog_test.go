@@ -33,6 +33,11 @@ func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]st
 	log := map[string]string{}
 	ctx.st.SetChangelog(func(k, v []byte) { txn = append(txn, rec{string(k), v}) })
 	commit := func() {
+		// As the task ends a transaction: the held windows to the
+		// store (exec.Holder), then the store's flush.
+		if err := p.Spill(); err != nil {
+			t.Fatal(err)
+		}
 		ctx.st.Flush()
 		for _, r := range txn {
 			records++
@@ -75,6 +80,7 @@ func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]st
 			// results go, and its input comes again.
 			aborted = true
 			ctx.st.Abort()
+			p.Drop()
 			p.OnAbort()
 			txn = nil
 			ctx.out, ctx.wm = ctx.out[:committedOut], committedWM

@@ -112,7 +112,13 @@ func (s *WindowStates[K, A]) keepShown(w *WindowState[A]) error {
 }
 
 // Put stores window w under its data key.
-func (s *WindowStates[K, A]) Put(key []byte, w WindowState[A]) error {
+func (s *WindowStates[K, A]) Put(key []byte, w WindowState[A]) error { return s.put(key, w, false) }
+
+// PutNew is Put for a window the committed state lacks
+// (store.Staged.PutNew): one the runtime held in memory.
+func (s *WindowStates[K, A]) PutNew(key []byte, w WindowState[A]) error { return s.put(key, w, true) }
+
+func (s *WindowStates[K, A]) put(key []byte, w WindowState[A], fresh bool) error {
 	ab := w.enc
 	if w.HasAgg && !s.elements && ab == nil {
 		// Into a buffer the states keep: Put copies what it stores.
@@ -138,6 +144,9 @@ func (s *WindowStates[K, A]) Put(key []byte, w WindowState[A]) error {
 	// A constant capacity keeps val on the stack (Put copies it) for
 	// small aggregates.
 	val := layout.AppendWindowValue(make([]byte, 0, layout.WindowValueHeader+binary.MaxVarintLen64+16), v, ab)
+	if fresh {
+		return s.st.PutNew(key, val)
+	}
 	return s.st.Put(key, val)
 }
 

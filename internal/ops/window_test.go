@@ -417,7 +417,10 @@ func TestWindowAbortReplays(t *testing.T) {
 		t.Cleanup(func() { e.Close() })
 		return e
 	}
-	commit := func(st *store.Staged) {
+	commit := func(p *Window[string, int64, int64], st *store.Staged) {
+		if err := p.Spill(); err != nil {
+			t.Fatal(err)
+		}
 		if err := st.Commit(store.NoCheckpoint); err != nil {
 			t.Fatal(err)
 		}
@@ -427,10 +430,10 @@ func TestWindowAbortReplays(t *testing.T) {
 	// the first two close.
 	p, ref := windowTestNew(t, cfg, open())
 	first(ref, p)
-	commit(ref.st)
+	commit(p, ref.st)
 	ref.out = nil
 	second(ref, p)
-	commit(ref.st)
+	commit(p, ref.st)
 	if len(ref.out) != 3*len(keys) {
 		t.Fatalf("reference run fired %d windows, want %d", len(ref.out), 3*len(keys))
 	}
@@ -438,15 +441,16 @@ func TestWindowAbortReplays(t *testing.T) {
 	for _, onAbort := range []bool{true, false} {
 		p, ctx := windowTestNew(t, cfg, open())
 		first(ctx, p)
-		commit(ctx.st)
+		commit(p, ctx.st)
 		second(ctx, p)
 		ctx.st.Abort()
+		p.Drop()
 		if onAbort {
 			p.OnAbort()
 		}
 		ctx.out, ctx.wm = nil, window.NoWatermark
 		second(ctx, p)
-		commit(ctx.st)
+		commit(p, ctx.st)
 		same := slices.Equal(ctx.out, ref.out) && slices.Equal(windowDump(t, ctx.st), windowDump(t, ref.st))
 		if onAbort && !same {
 			t.Fatalf("replay after the abort forwarded %d results (want %d) or left a different store", len(ctx.out), len(ref.out))

@@ -66,6 +66,9 @@ type Task struct {
 	// the buffers of two-phase sinks (exec.Pending): held per unit,
 	// taken by the driver at the commit (external.go)
 	pending []*nodeInst
+	// the processors that hold writes in memory before their stores get
+	// them (exec.Holder): held per unit, spilled at the flush
+	holders []*nodeInst
 
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
@@ -143,6 +146,9 @@ func (t *Task) begin() {
 	for _, ni := range t.pending {
 		ni.proc.(exec.Pending).Mark()
 	}
+	for _, ni := range t.holders {
+		ni.proc.(exec.Holder).Mark()
+	}
 }
 
 // release keeps the unit: its writes stay staged and its records go out.
@@ -165,6 +171,9 @@ func (t *Task) rollback() {
 	}
 	for _, ni := range t.pending {
 		ni.proc.(exec.Pending).Rollback()
+	}
+	for _, ni := range t.holders {
+		ni.proc.(exec.Holder).Rollback()
 	}
 	t.buffering = false
 	clear(t.buf)
@@ -433,6 +442,9 @@ func (t *Task) Init() error {
 		if _, ok := ni.proc.(exec.Pending); ok {
 			t.pending = append(t.pending, ni)
 		}
+		if _, ok := ni.proc.(exec.Holder); ok {
+			t.holders = append(t.holders, ni)
+		}
 	}
 	t.commitPunctuators() // those scheduled in Init are committed state
 	if err := t.checkFolders(); err != nil {
@@ -698,6 +710,11 @@ func (t *Task) Flush() error {
 	if err := t.flushFolds(); err != nil {
 		return err
 	}
+	for _, ni := range t.holders {
+		if err := ni.proc.(exec.Holder).Spill(); err != nil {
+			return fmt.Errorf("processor: task %s: %s: %w", t.id, ni.node.Name, err)
+		}
+	}
 	t.announce()
 	if err := t.saveTime(); err != nil {
 		return err
@@ -730,6 +747,11 @@ func (t *Task) Tick(now int64) error {
 // transaction reached (invariant 2). Called only after the transaction
 // committed.
 func (t *Task) Commit() error {
+	for _, ni := range t.holders {
+		if n := ni.proc.(exec.Holder).Held(); n > 0 {
+			return fmt.Errorf("processor: task %s: %w: %s holds %d bytes", t.id, store.ErrUnflushed, ni.node.Name, n)
+		}
+	}
 	t.clMu.Lock()
 	offsets := t.clOffsets
 	t.clOffsets = map[string]int64{}
@@ -763,6 +785,9 @@ func (t *Task) Abort() {
 	}
 	for _, ni := range t.pending {
 		ni.proc.(exec.Pending).Drop() // what the transaction held is replayed
+	}
+	for _, ni := range t.holders {
+		ni.proc.(exec.Holder).Drop()
 	}
 	t.streamTime = t.committedStreamTime
 	t.abortTime()
@@ -999,6 +1024,9 @@ func (t *Task) StageBytes() int64 {
 	var n int64
 	for _, st := range t.stores {
 		n += int64(st.Bytes())
+	}
+	for _, ni := range t.holders {
+		n += int64(ni.proc.(exec.Holder).Held())
 	}
 	return n
 }

@@ -1,0 +1,259 @@
+package ops
+
+import (
+	"bytes"
+	"math"
+	"reflect"
+	"slices"
+	"unsafe"
+
+	"github.com/sluice-streams/sluice/serde"
+)
+
+// HoldWindows says whether the runtime of tumbling and hopping windows
+// holds the windows it opens in a transaction in memory (heldWindows),
+// where it may (holds), the default. Tests turn it off to compare the
+// results with those of the store alone.
+var HoldWindows = true
+
+// holds says whether a runtime of c may hold windows in memory, if they
+// are time windows: with an aggregate whose serde is exact (serde.Exact),
+// so that keeping it decoded changes no result and defers no encoding
+// error to the flush, and whose type holds no reference, so that an adder
+// that changes its aggregate in place cannot change the state a unit's
+// Rollback returns to.
+func holds[K, V, A any](c WindowConfig[K, V, A]) bool {
+	_, exact := c.Values.(serde.Exact)
+	return HoldWindows && exact && c.Elements == nil && plain(reflect.TypeFor[A]())
+}
+
+// plain says whether values of type t hold no reference: no pointer,
+// slice, map, channel, function or interface.
+func plain(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+		return true
+	case reflect.Array:
+		return plain(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !plain(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// heldWindows are the windows a window runtime opened in the open
+// transaction and holds in memory, decoded, instead of in its store: a
+// window opened and closed within one transaction, most of them when a
+// key has a record or two a window, never costs a store write, an expiry
+// entry, a range over the expiry index, or an encoding of its aggregate.
+//
+// A held window is one the committed state lacks. The store gets it, as
+// the store path (Window.process) would have kept it, with its expiry
+// entry:
+//
+//   - when the transaction is about to end (Spill, exec.Holder);
+//   - when its trigger sets a timer that needs an index entry (an event
+//     timer before the close, any processing-time timer): then it stays in
+//     the store from that record on.
+//
+// A held window closes in the same order as those in the store (see
+// Window.OnWatermark), so holding changes no result nor its place. Holding
+// is undone with the task's units (Mark, Rollback) and dropped at an abort.
+type heldWindows[A any] struct {
+	// byKey maps a held window's data key to it; the key strings share
+	// the windows' key bytes, which are never written after.
+	byKey map[string]*heldWindow[A]
+	// order lists the windows in the order they were opened, some gone:
+	// Spill writes them in it, so that what reaches the store and the
+	// changelog does not depend on a map's order.
+	order []*heldWindow[A]
+	// due lists the windows by close time, some gone; times holds due's
+	// keys in ascending order.
+	due   map[int64][]*heldWindow[A]
+	times []int64
+	// undo holds how to undo the changes since Mark, while marked.
+	marked bool
+	undo   []heldUndo[A]
+	bytes  int
+}
+
+// heldWindow is a window held in memory.
+type heldWindow[A any] struct {
+	key   []byte // its data key (layout.WindowKey)
+	close int64  // when it closes (Window.closeAt)
+	w     WindowState[A]
+	// gone: closed, moved to the store, or its opening undone.
+	gone bool
+}
+
+// heldOverhead estimates the memory of a held window beyond its key and
+// its aggregate's own allocations: the window, its map entry and its two
+// list slots.
+const heldOverhead = 256
+
+type heldUndo[A any] struct {
+	h    *heldWindow[A]
+	op   heldOp
+	prev WindowState[A] // heldChanged's
+}
+
+type heldOp uint8
+
+const (
+	heldOpened  heldOp = iota // undone: forgotten
+	heldChanged               // undone: its state before (prev)
+	heldLeft                  // moved to the store; undone: held again
+)
+
+func newHeldWindows[A any]() *heldWindows[A] {
+	return &heldWindows[A]{byKey: map[string]*heldWindow[A]{}, due: map[int64][]*heldWindow[A]{}}
+}
+
+// keyString is h's key as a string sharing its bytes.
+func (h *heldWindow[A]) keyString() string {
+	return unsafe.String(unsafe.SliceData(h.key), len(h.key))
+}
+
+// get returns the window held under data key, or nil.
+func (hw *heldWindows[A]) get(key []byte) *heldWindow[A] { return hw.byKey[string(key)] }
+
+// open holds the new window w under key (copied), closing at close.
+func (hw *heldWindows[A]) open(key []byte, close int64, w WindowState[A]) {
+	h := &heldWindow[A]{key: bytes.Clone(key), close: close, w: w}
+	hw.byKey[h.keyString()] = h
+	hw.order = append(hw.order, h)
+	if _, ok := hw.due[close]; !ok {
+		i, _ := slices.BinarySearch(hw.times, close)
+		hw.times = slices.Insert(hw.times, i, close)
+	}
+	hw.due[close] = append(hw.due[close], h)
+	hw.bytes += len(h.key) + heldOverhead
+	hw.log(heldUndo[A]{h: h, op: heldOpened})
+}
+
+// change sets held window h's state to w.
+func (hw *heldWindows[A]) change(h *heldWindow[A], w WindowState[A]) {
+	hw.log(heldUndo[A]{h: h, op: heldChanged, prev: h.w})
+	h.w = w
+}
+
+// leave stops holding h, which moved to the store.
+func (hw *heldWindows[A]) leave(h *heldWindow[A]) {
+	hw.log(heldUndo[A]{h: h, op: heldLeft})
+	hw.forget(h)
+}
+
+func (hw *heldWindows[A]) forget(h *heldWindow[A]) {
+	h.gone = true
+	delete(hw.byKey, h.keyString())
+	hw.bytes -= len(h.key) + heldOverhead
+}
+
+func (hw *heldWindows[A]) log(u heldUndo[A]) {
+	if hw.marked {
+		hw.undo = append(hw.undo, u)
+	}
+}
+
+// first is at most the earliest close time of a held window,
+// math.MaxInt64 if none is held.
+func (hw *heldWindows[A]) first() int64 {
+	if len(hw.times) == 0 {
+		return math.MaxInt64
+	}
+	return hw.times[0]
+}
+
+// takeDue stops holding the windows that close at or before wm and
+// returns them, in the order the expiry index would hold them: by close
+// time, then by data key. Closing is not a change of a unit: the task
+// closes windows between units (exec.WatermarkListener), so it is not
+// logged.
+func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
+	var due []*heldWindow[A]
+	n := 0
+	for _, t := range hw.times {
+		if t > wm {
+			break
+		}
+		start := len(due)
+		for _, h := range hw.due[t] {
+			if !h.gone {
+				due = append(due, h)
+			}
+		}
+		slices.SortFunc(due[start:], func(a, b *heldWindow[A]) int { return bytes.Compare(a.key, b.key) })
+		delete(hw.due, t)
+		n++
+	}
+	hw.times = append(hw.times[:0], hw.times[n:]...)
+	for _, h := range due {
+		hw.forget(h)
+	}
+	return due
+}
+
+// takeAll returns the windows held, in the order they were opened, and
+// holds none after.
+func (hw *heldWindows[A]) takeAll() []*heldWindow[A] {
+	live := hw.order[:0]
+	for _, h := range hw.order {
+		if !h.gone {
+			live = append(live, h)
+		}
+	}
+	clear(hw.order[len(live):])
+	hw.order = hw.order[:0]
+	for _, h := range live {
+		hw.forget(h)
+	}
+	clear(hw.due)
+	hw.times = hw.times[:0]
+	return live
+}
+
+// Mark, Rollback and Drop are exec.Holder's, for Window.
+
+func (hw *heldWindows[A]) mark() {
+	clear(hw.undo)
+	hw.undo, hw.marked = hw.undo[:0], true
+}
+
+func (hw *heldWindows[A]) rollback() {
+	if !hw.marked {
+		return
+	}
+	for i := len(hw.undo) - 1; i >= 0; i-- {
+		u := hw.undo[i]
+		switch u.op {
+		case heldOpened:
+			hw.forget(u.h)
+		case heldChanged:
+			u.h.w = u.prev
+		case heldLeft:
+			u.h.gone = false
+			hw.byKey[u.h.keyString()] = u.h
+			hw.bytes += len(u.h.key) + heldOverhead
+		}
+	}
+	clear(hw.undo)
+	hw.undo, hw.marked = hw.undo[:0], false
+}
+
+func (hw *heldWindows[A]) drop() {
+	clear(hw.byKey)
+	clear(hw.order)
+	hw.order = hw.order[:0]
+	clear(hw.due)
+	hw.times = hw.times[:0]
+	clear(hw.undo)
+	hw.undo, hw.marked = hw.undo[:0], false
+	hw.bytes = 0
+}

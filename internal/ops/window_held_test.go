@@ -1,0 +1,50 @@
+package ops
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// exactPointer is an exact serde of a type that holds a reference: its
+// windows are not held, since an adder may change such an aggregate in
+// place.
+type exactPointer struct{ serde.Serde[*int64] }
+
+func (exactPointer) ExactRoundTrip() {}
+
+// TestWindowsHeldOnlyWhereTheyMayBe: tumbling windows of an exact serde
+// and a plain aggregate are held; those whose serde is not known to be
+// exact (JSON), whose aggregate holds a reference, that keep elements, or
+// that are sessions are not.
+func TestWindowsHeldOnlyWhereTheyMayBe(t *testing.T) {
+	tumbling := window.Tumbling(time.Second)
+	if !holds(WindowConfig[string, int64, int64]{Values: serde.Int64}) || !holds(WindowConfig[string, int64, int64]{Values: serde.Int64Text}) {
+		t.Error("windows of int64 counts are not held")
+	}
+	if holds(WindowConfig[string, int64, int64]{Values: serde.JSON[int64]()}) {
+		t.Error("windows of a serde not known to be exact are held")
+	}
+	if holds(WindowConfig[string, int64, *int64]{Values: exactPointer{}}) {
+		t.Error("windows of a pointer aggregate are held")
+	}
+	if holds(WindowConfig[string, int64, int64]{Values: serde.Int64, Elements: &WindowElements[string, int64]{}}) {
+		t.Error("windows that keep their elements are held")
+	}
+	if p := NewWindow(WindowConfig[string, int64, int64]{Values: serde.Int64, Windows: window.InactivityGap(time.Second)}); p.held != nil {
+		t.Error("sessions are held")
+	}
+	if p := NewWindow(WindowConfig[string, int64, int64]{Values: serde.Int64, Windows: tumbling}); p.held == nil {
+		t.Error("tumbling windows of int64 counts are not held")
+	}
+	type point struct {
+		X, Y float64
+		Tag  [2]string
+	}
+	if !plain(reflect.TypeFor[point]()) || plain(reflect.TypeFor[struct{ P *int }]()) || plain(reflect.TypeFor[[]int]()) || plain(reflect.TypeFor[any]()) {
+		t.Error("plain misjudges a type")
+	}
+}
