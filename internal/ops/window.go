@@ -397,7 +397,9 @@ func (p *Window[K, V, A]) Spill() error {
 	if p.held == nil {
 		return nil
 	}
-	for _, h := range p.held.takeAll() {
+	held := p.held.takeAll()
+	defer clear(held) // the windows, for the collector
+	for _, h := range held {
 		if err := p.s.PutNew(h.key, h.w); err != nil {
 			return err
 		}

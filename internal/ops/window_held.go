@@ -197,19 +197,18 @@ func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
 	for _, h := range due {
 		hw.forget(h)
 	}
+	if len(hw.order) > 2*len(hw.byKey)+64 {
+		// The closed windows leave the list, so that a transaction
+		// that opens and closes many keeps only those still held.
+		hw.order = slices.DeleteFunc(hw.order, func(h *heldWindow[A]) bool { return h.gone })
+	}
 	return due
 }
 
 // takeAll returns the windows held, in the order they were opened, and
-// holds none after.
+// holds none after. The list is valid until the next open.
 func (hw *heldWindows[A]) takeAll() []*heldWindow[A] {
-	live := hw.order[:0]
-	for _, h := range hw.order {
-		if !h.gone {
-			live = append(live, h)
-		}
-	}
-	clear(hw.order[len(live):])
+	live := slices.DeleteFunc(hw.order, func(h *heldWindow[A]) bool { return h.gone })
 	hw.order = hw.order[:0]
 	for _, h := range live {
 		hw.forget(h)
