@@ -632,3 +632,42 @@ func TestStagedColocatesKeyAndValue(t *testing.T) {
 		t.Fatalf("the changelog holds %q, want the flushed v1 unchanged", emitted)
 	}
 }
+
+// TestPeekKeepsNothing: Peek reads what Get reads (a staged write, a
+// staged delete, the engine's value, a miss) and, unlike Get, leaves no
+// entry behind: the stage's bytes do not grow, whether or not it knows
+// every key the engine holds.
+func TestPeekKeepsNothing(t *testing.T) {
+	for _, committed := range []bool{false, true} {
+		e := NewMemory()
+		if committed {
+			if err := e.Apply([]Write{{Key: []byte("e"), Value: []byte("E")}, {Key: []byte("gone"), Value: []byte("G")}}, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := NewStaged("t", e)
+		if err := errors.Join(s.Put([]byte("s"), []byte("S")), s.Delete([]byte("gone"))); err != nil {
+			t.Fatal(err)
+		}
+		before := s.Bytes()
+		want := map[string]string{"s": "S", "gone": "", "absent": ""}
+		if committed {
+			want["e"] = "E"
+		}
+		for k, w := range want {
+			v, ok, err := s.Peek([]byte(k))
+			if err != nil || ok != (w != "") || string(v) != w {
+				t.Errorf("committed=%v: Peek(%s) = %q, %v, %v; want %q", committed, k, v, ok, err, w)
+			}
+		}
+		if s.Bytes() != before {
+			t.Errorf("committed=%v: the stage grew from %d to %d bytes over Peeks", committed, before, s.Bytes())
+		}
+		if _, _, err := s.Get([]byte("absent")); err != nil {
+			t.Fatal(err)
+		}
+		if s.Bytes() == before {
+			t.Errorf("committed=%v: Get of a missing key kept no entry either: the check cannot tell Peek from Get", committed)
+		}
+	}
+}
