@@ -192,7 +192,7 @@ func (p *Window[K, V, A]) process(k K, v V, ts int64, hs []exec.Header) error {
 		onTime = true
 		p.key = layout.WindowKey(p.key[:0], kb, b.Start)
 		key := p.key
-		if p.held != nil {
+		if p.held != nil && p.held.holding() {
 			held, err := p.processHeld(k, v, ts, b, key, wm)
 			if err != nil {
 				return err
@@ -399,6 +399,7 @@ func (p *Window[K, V, A]) Spill() error {
 	}
 	held := p.held.takeAll()
 	defer clear(held) // the windows, for the collector
+	p.held.pace(len(held))
 	for _, h := range held {
 		if err := p.s.PutNew(h.key, h.w); err != nil {
 			return err

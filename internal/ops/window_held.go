@@ -82,6 +82,9 @@ type heldWindows[A any] struct {
 	marked bool
 	undo   []heldUndo[A]
 	bytes  int
+	// closed counts the windows closed while held since the last flush;
+	// rest is how many more transactions hold none (pace).
+	closed, rest int
 }
 
 // heldWindow is a window held in memory.
@@ -197,6 +200,7 @@ func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
 	for _, h := range due {
 		hw.forget(h)
 	}
+	hw.closed += len(due)
 	if len(hw.order) > 2*len(hw.byKey)+64 {
 		// The closed windows leave the list, so that a transaction
 		// that opens and closes many keeps only those still held.
@@ -216,6 +220,27 @@ func (hw *heldWindows[A]) takeAll() []*heldWindow[A] {
 	clear(hw.due)
 	hw.times = hw.times[:0]
 	return live
+}
+
+// holding says whether the transaction holds the windows it opens.
+func (hw *heldWindows[A]) holding() bool { return hw.rest == 0 }
+
+// pace decides at the flush, which wrote spilled held windows to the
+// store, whether the next transactions hold windows. When nearly every
+// window held outlived its transaction (8 spilled for each closed, and 64
+// at least), holding only added its bookkeeping to the store path's: so
+// it is when a job keeps up with live input and its windows span many
+// transactions. The next 15 transactions then hold none, and the one after
+// holds again, to find out whether that is still so (a backlog may have
+// come).
+func (hw *heldWindows[A]) pace(spilled int) {
+	switch {
+	case hw.rest > 0:
+		hw.rest--
+	case spilled >= 64 && spilled >= 8*hw.closed:
+		hw.rest = 15
+	}
+	hw.closed = 0
 }
 
 // Mark, Rollback and Drop are exec.Holder's, for Window.
@@ -254,5 +279,5 @@ func (hw *heldWindows[A]) drop() {
 	hw.times = hw.times[:0]
 	clear(hw.undo)
 	hw.undo, hw.marked = hw.undo[:0], false
-	hw.bytes = 0
+	hw.bytes, hw.closed = 0, 0
 }

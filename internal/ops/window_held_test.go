@@ -48,3 +48,30 @@ func TestWindowsHeldOnlyWhereTheyMayBe(t *testing.T) {
 		t.Error("plain misjudges a type")
 	}
 }
+
+// TestHoldingPausesWhereItDoesNotPay: a flush that spills 64 held windows
+// or more, 8 for each one closed while held, pauses holding for the next
+// 15 transactions; then it holds again. Fewer windows, or more closed,
+// keep it holding.
+func TestHoldingPausesWhereItDoesNotPay(t *testing.T) {
+	hw := newHeldWindows[int64]()
+	for _, c := range []struct{ spilled, closed int }{{63, 0}, {159, 20}, {1000, 200}} {
+		hw.closed = c.closed
+		if hw.pace(c.spilled); !hw.holding() {
+			t.Fatalf("%d spilled, %d closed: holding paused", c.spilled, c.closed)
+		}
+	}
+	hw.closed = 19
+	if hw.pace(160); hw.holding() {
+		t.Fatal("160 spilled, 19 closed: still holding")
+	}
+	for i := range 15 {
+		if hw.holding() {
+			t.Fatalf("holding again after %d transactions", i)
+		}
+		hw.pace(0)
+	}
+	if !hw.holding() {
+		t.Fatal("not holding after 15 transactions")
+	}
+}
