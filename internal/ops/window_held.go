@@ -83,8 +83,10 @@ type heldWindows[A any] struct {
 	undo   []heldUndo[A]
 	bytes  int
 	// closed counts the windows closed while held since the last flush;
-	// rest is how many more transactions hold none (pace).
-	closed, rest int
+	// outlived, the flushes in a row at which nearly all held windows
+	// outlived their transaction; rest is how many more transactions hold
+	// none (pace).
+	closed, outlived, rest int
 }
 
 // heldWindow is a window held in memory.
@@ -228,17 +230,23 @@ func (hw *heldWindows[A]) holding() bool { return hw.rest == 0 }
 // pace decides at the flush, which wrote spilled held windows to the
 // store, whether the next transactions hold windows. When nearly every
 // window held outlived its transaction (8 spilled for each closed, and 64
-// at least), holding only added its bookkeeping to the store path's: so
-// it is when a job keeps up with live input and its windows span many
-// transactions. The next 15 transactions then hold none, and the one after
-// holds again, to find out whether that is still so (a backlog may have
-// come).
+// at least) at three flushes in a row, holding only added its bookkeeping
+// to the store path's: so it is when a job keeps up with live input and
+// its windows span many transactions. (One such flush says little: the
+// first transactions of a job close no window before the watermark
+// passes the first ones.) The next 15 transactions then hold none, and the
+// one after holds again, to find out whether that is still so (a backlog
+// may have come).
 func (hw *heldWindows[A]) pace(spilled int) {
 	switch {
 	case hw.rest > 0:
 		hw.rest--
 	case spilled >= 64 && spilled >= 8*hw.closed:
-		hw.rest = 15
+		if hw.outlived++; hw.outlived == 3 {
+			hw.outlived, hw.rest = 0, 15
+		}
+	default:
+		hw.outlived = 0
 	}
 	hw.closed = 0
 }

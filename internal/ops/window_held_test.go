@@ -49,21 +49,30 @@ func TestWindowsHeldOnlyWhereTheyMayBe(t *testing.T) {
 	}
 }
 
-// TestHoldingPausesWhereItDoesNotPay: a flush that spills 64 held windows
-// or more, 8 for each one closed while held, pauses holding for the next
-// 15 transactions; then it holds again. Fewer windows, or more closed,
-// keep it holding.
+// TestHoldingPausesWhereItDoesNotPay: three flushes in a row that spill
+// 64 held windows or more, 8 for each one closed while held, pause holding
+// for the next 15 transactions; then it holds again. Fewer windows, more
+// closed, or a flush between that closed enough keep it holding.
 func TestHoldingPausesWhereItDoesNotPay(t *testing.T) {
 	hw := newHeldWindows[int64]()
-	for _, c := range []struct{ spilled, closed int }{{63, 0}, {159, 20}, {1000, 200}} {
+	for _, c := range []struct{ spilled, closed int }{
+		{63, 0}, {63, 0}, {63, 0}, {159, 20}, {159, 20}, {159, 20},
+		{1000, 0}, {1000, 0}, {1000, 200}, {1000, 0}, {1000, 0}, {10, 2},
+	} {
 		hw.closed = c.closed
 		if hw.pace(c.spilled); !hw.holding() {
 			t.Fatalf("%d spilled, %d closed: holding paused", c.spilled, c.closed)
 		}
 	}
-	hw.closed = 19
-	if hw.pace(160); hw.holding() {
-		t.Fatal("160 spilled, 19 closed: still holding")
+	for i, closed := range []int{0, 19, 0} {
+		if !hw.holding() {
+			t.Fatalf("paused after %d flushes", i)
+		}
+		hw.closed = closed
+		hw.pace(160)
+	}
+	if hw.holding() {
+		t.Fatal("three flushes of 160 spilled, at most 19 closed: still holding")
 	}
 	for i := range 15 {
 		if hw.holding() {
