@@ -165,16 +165,13 @@ func runHeld(t *testing.T, recs []*kgo.Record, every int, abort map[int]bool, ho
 		if (i+1)%every != 0 && i != len(recs)-1 {
 			continue
 		}
-		if abort[start] && !aborted[start] && start%2 == 1 {
-			aborted[start] = true
-			tk.Abort()
-			d.keep, run.actions, i = d.keep[:0], run.actions[:actionsAt], start-1
-			continue
+		aborts := abort[start] && !aborted[start]
+		if !aborts || start%2 == 0 { // an odd transaction aborts before its flush
+			if err := tk.Flush(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := tk.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if abort[start] && !aborted[start] {
+		if aborts {
 			aborted[start] = true
 			tk.Abort()
 			d.keep, run.actions, i = d.keep[:0], run.actions[:actionsAt], start-1
