@@ -1,6 +1,8 @@
 package exec
 
 import (
+	"encoding/binary"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -255,6 +257,13 @@ type Node struct {
 	// Sink: Encode turns key and value into bytes, carved from a where
 	// the serdes can append.
 	Encode func(a *Arena, k, v any) (key, value []byte, err error)
+	// Sink: Combine marks the repartition sink of a count (topology.Count
+	// after a key change). When the task folds updates, it combines the
+	// sink's records by key within a transaction and writes, at the flush,
+	// one record per key that stands for all of them (HeaderCount): the
+	// local half of Flink's local-global aggregation, Spark's map-side
+	// combine.
+	Combine bool
 
 	// OnError overrides the application's error handler for errors that
 	// arise in this node; nil keeps the application's.
@@ -439,7 +448,33 @@ const (
 	// the watermark it is judged against (8 bytes, big-endian): the one
 	// of the task that read it from a user topic. Readers take it off.
 	HeaderRecordWatermark = "sluice.wm"
+	// HeaderCount carries, on a record of a count's repartition topic, the
+	// number of records it stands for (8 bytes, big-endian, at least 1):
+	// a combining sink (Node.Combine) wrote it for that many records with
+	// its key. A record without it stands for itself. The count takes it
+	// off (Weight).
+	HeaderCount = "sluice.count"
 )
+
+// Weight is the number of records a record with headers hs stands for:
+// the value of its HeaderCount, or 1 without one. rest is hs without the
+// header, so that it goes no further than the count.
+func Weight(hs []Header) (w int64, rest []Header, err error) {
+	for i, h := range hs {
+		if h.Key != HeaderCount {
+			continue
+		}
+		if len(h.Value) != 8 {
+			return 0, nil, fmt.Errorf("header %s: %d bytes, want 8", HeaderCount, len(h.Value))
+		}
+		if w = int64(binary.BigEndian.Uint64(h.Value)); w < 1 {
+			return 0, nil, fmt.Errorf("header %s: %d records, want at least 1", HeaderCount, w)
+		}
+		rest = make([]Header, 0, len(hs)-1)
+		return w, append(append(rest, hs[:i]...), hs[i+1:]...), nil
+	}
+	return 1, hs, nil
+}
 
 // ErrInvalidTimestamp is the cause of a deserialization error for a record
 // whose timestamp is negative or past the year 9999. It matches

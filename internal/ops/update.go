@@ -1,6 +1,10 @@
 package ops
 
-import "github.com/sluice-streams/sluice/internal/exec"
+import (
+	"fmt"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+)
 
 // Update is the runtime of an aggregation into a key-value store
 // (Aggregate, Count, Reduce, and AggregateTable over TableOp records): on
@@ -9,6 +13,11 @@ import "github.com/sluice-streams/sluice/internal/exec"
 type Update[K, V, A any] struct {
 	tableWriter[K, A]
 	fn func(k K, v V, old A, ok bool) A
+	// add, set for a count, adds to a key's old count the number of
+	// records a record stands for (exec.Weight: more than one when a
+	// combining sink wrote it). Without it the node is no count, and a
+	// record that stands for more than itself is an error.
+	add func(old A, ok bool, w int64) A
 }
 
 // NewUpdate returns the Processor of an aggregation into s: fn computes a
@@ -16,6 +25,13 @@ type Update[K, V, A any] struct {
 // false when the key has none yet).
 func NewUpdate[K, V, A any](s KVStore[K, A], fn func(k K, v V, old A, ok bool) A) *Update[K, V, A] {
 	return &Update[K, V, A]{tableWriter: tableWriter[K, A]{store: s}, fn: fn}
+}
+
+// NewCount returns the Processor of a count into s: each record adds its
+// weight to its key's count, so that a record a combining sink wrote
+// counts for the records it stands for.
+func NewCount[K, V any](s KVStore[K, int64]) *Update[K, V, int64] {
+	return &Update[K, V, int64]{tableWriter: tableWriter[K, int64]{store: s}, add: func(n int64, _ bool, w int64) int64 { return n + w }}
 }
 
 // UpdateTyped is the exec.Typed of n, a node whose Processor is an
@@ -26,10 +42,11 @@ func UpdateTyped[K, V, A any](n *exec.Node) *exec.Typed {
 		u := p.(*Update[K, V, A])
 		return func(k K, v V) error {
 			f.At(n, exec.Processing)
-			ch, err := u.update(k, v)
+			ch, hs, err := u.update(k, v, f.Headers)
 			if err != nil {
 				return err
 			}
+			f.Headers = hs
 			held, err := u.write(ch, f.Timestamp, f.Headers)
 			if held || err != nil {
 				return err
@@ -39,13 +56,27 @@ func UpdateTyped[K, V, A any](n *exec.Node) *exec.Typed {
 	})
 }
 
-// update computes the change of k's aggregate that v makes.
-func (p *Update[K, V, A]) update(k K, v V) (exec.ChangeOf[A], error) {
+// update computes the change of k's aggregate that v, a record with
+// headers hs, makes; rest is hs without the record's weight.
+func (p *Update[K, V, A]) update(k K, v V, hs []exec.Header) (ch exec.ChangeOf[A], rest []exec.Header, err error) {
+	w, rest, err := exec.Weight(hs)
+	if err == nil && w != 1 && p.add == nil {
+		err = fmt.Errorf("a record standing for %d records (header %s) reached an aggregation that is not a count", w, exec.HeaderCount)
+	}
+	if err != nil {
+		return ch, nil, err
+	}
 	old, ok, err := p.get(k)
 	if err != nil {
-		return exec.ChangeOf[A]{}, err
+		return ch, nil, err
 	}
-	return exec.ChangeOf[A]{Old: old, HasOld: ok, New: p.fn(k, v, old, ok), HasNew: true}, nil
+	ch = exec.ChangeOf[A]{Old: old, HasOld: ok, HasNew: true}
+	if p.add != nil {
+		ch.New = p.add(old, ok, w)
+	} else {
+		ch.New = p.fn(k, v, old, ok)
+	}
+	return ch, rest, nil
 }
 
 func (p *Update[K, V, A]) Process(r exec.Record) error {
@@ -53,9 +84,10 @@ func (p *Update[K, V, A]) Process(r exec.Record) error {
 		return nil // aggregations ignore deletes, as Kafka Streams' ignore nulls
 	}
 	k := r.Key.(K)
-	ch, err := p.update(k, r.Value.(V))
+	ch, hs, err := p.update(k, r.Value.(V), r.Headers)
 	if err != nil {
 		return err
 	}
+	r.Headers = hs
 	return p.change(r, k, ch)
 }
