@@ -132,9 +132,14 @@ func Aggregate[K, V, A any](g GroupedStream[K, V], init func() A, add func(K, V,
 	})
 }
 
-// Count counts the records per key.
+// Count counts the records per key. When it repartitions and updates are
+// folded (processor.FoldUpdates), the writing task combines the records of
+// a transaction by key before the repartition topic: one record per key
+// and transaction, which says how many it stands for (the local half of
+// Flink's local-global aggregation). Only the traffic changes: the count
+// reaches the same values, of which folding skips some anyway.
 func Count[K, V any](g GroupedStream[K, V], m Materialization[K, int64]) Table[K, int64] {
-	return Aggregate(g, func() int64 { return 0 }, func(_ K, _ V, n int64) int64 { return n + 1 }, m)
+	return aggregation(g, "aggregate", m, true, ops.NewCount[K, V])
 }
 
 // Reduce combines each key's values with fn; the first value of a key is
@@ -151,28 +156,39 @@ func Reduce[K, V any](g GroupedStream[K, V], fn func(V, V) V, m Materialization[
 	})
 }
 
-// update is the one stateful node behind Aggregate, Count and Reduce: read
-// the key's value from the store, compute the new one, store it, forward it.
+// update is the one stateful node behind Aggregate and Reduce: read the
+// key's value from the store, compute the new one, store it, forward it.
 func update[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K, A], fn func(k K, v V, old A, ok bool) A) Table[K, A] {
+	return aggregation(g, kind, m, false, func(st ops.KVStore[K, A]) *ops.Update[K, V, A] { return ops.NewUpdate(st, fn) })
+}
+
+// aggregation adds the node of an aggregation of g into m, whose runtime
+// proc makes, after the repartition g may need; combine marks that
+// repartition's sink as a count's (exec.Node.Combine).
+func aggregation[K, V, A any](g GroupedStream[K, V], kind string, m Materialization[K, A], combine bool, proc func(ops.KVStore[K, A]) *ops.Update[K, V, A]) Table[K, A] {
 	t := g.s.t
 	if !m.register(t) {
 		return Table[K, A]{t: t, n: g.s.n}
 	}
 	s := g.prepare(m.Name(), m.ks)
-	n := t.add(updateNode(m, t.name(m.Name()+"-"+kind, strings.ToUpper(kind)), fn), s.n)
+	if combine && s.n != g.s.n {
+		s.through.Combine = true // the count's own repartition, read by nothing else
+	}
+	n := t.add(updateNode(m, t.name(m.Name()+"-"+kind, strings.ToUpper(kind)), proc), s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 
-// updateNode is the node of an aggregation into m (ops.Update): on the
-// erased path and in typed chains alike, read the key's value, compute the
-// new one with fn, store it and forward the change (or hold it, folding).
-func updateNode[K, V, A any](m Materialization[K, A], name string, fn func(k K, v V, old A, ok bool) A) *exec.Node {
+// updateNode is the node of an aggregation into m (ops.Update, which proc
+// makes): on the erased path and in typed chains alike, read the key's
+// value, compute the new one, store it and forward the change (or hold it,
+// folding).
+func updateNode[K, V, A any](m Materialization[K, A], name string, proc func(ops.KVStore[K, A]) *ops.Update[K, V, A]) *exec.Node {
 	st := m.kvStore()
 	n := m.folding(&exec.Node{
 		Name:   name,
 		Kind:   exec.KindProcessor,
 		Stores: []string{m.Name()},
-		New:    func() exec.Processor { return ops.NewUpdate(st, fn) },
+		New:    func() exec.Processor { return proc(st) },
 	})
 	n.Typed = ops.UpdateTyped[K, V, A](n)
 	return n

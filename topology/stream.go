@@ -28,8 +28,11 @@ type Stream[K, V any] struct {
 	// was read or last repartitioned: a stateful operator downstream must
 	// repartition it first.
 	keyChanged bool
-	ks         serde.Serde[K]
-	vs         serde.Serde[V]
+	// through, on a stream read back from a repartition topic, is the
+	// sink that writes the topic.
+	through *exec.Node
+	ks      serde.Serde[K]
+	vs      serde.Serde[V]
 }
 
 // SourceOption configures a source: TimestampFrom, ProcessingTime,
@@ -320,5 +323,5 @@ func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs se
 	sink := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: ops.Encoder(ks, vs)}, s.n)
 	sink.Typed = ops.SinkTyped(sink, ks, vs)
 	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: ops.TombstoneDecoder(ks, vs)})
-	return Stream[K, V]{t: s.t, n: src, ks: ks, vs: vs}
+	return Stream[K, V]{t: s.t, n: src, through: sink, ks: ks, vs: vs}
 }

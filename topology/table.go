@@ -106,7 +106,8 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 	}
 	// A row joining or leaving its group is an update of the group's
 	// aggregate, as a stream's record is.
-	n := t.add(updateNode(m, t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"), ops.TableAggregate(init, add, subtract)), g.s.n)
+	fn := ops.TableAggregate(init, add, subtract)
+	n := t.add(updateNode(m, t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"), func(st ops.KVStore[K, A]) *ops.Update[K, ops.TableOp[V], A] { return ops.NewUpdate(st, fn) }), g.s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 

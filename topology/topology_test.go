@@ -71,6 +71,56 @@ func TestKeyChangeRepartitionsBeforeAggregation(t *testing.T) {
 	}
 }
 
+// TestOnlyACountsOwnRepartitionCombines: Count marks the repartition it
+// creates as combining (exec.Node.Combine); other aggregations, windowed
+// counts and a repartition the user made, which other nodes may read, stay
+// unmarked.
+func TestOnlyACountsOwnRepartitionCombines(t *testing.T) {
+	rekey := func(tp *topology.Topology) topology.Stream[string, string] {
+		return topology.SelectKey(topology.From(tp, "in", serde.String, serde.String), func(_, v string) string { return v })
+	}
+	m := topology.Materialized("s", serde.String, serde.Int64)
+	for _, c := range []struct {
+		name  string
+		build func(*topology.Topology)
+		want  bool
+	}{
+		{"count", func(tp *topology.Topology) { topology.Count(topology.GroupByKey(rekey(tp)), m) }, true},
+		{"aggregate", func(tp *topology.Topology) {
+			topology.Aggregate(topology.GroupByKey(rekey(tp)), func() int64 { return 0 }, func(_, _ string, n int64) int64 { return n + 1 }, m)
+		}, false},
+		{"windowed count", func(tp *topology.Topology) {
+			topology.CountWindows(topology.WindowedBy(topology.GroupByKey(rekey(tp)), window.Tumbling(time.Minute)), m)
+		}, false},
+		{"the user's repartition", func(tp *topology.Topology) {
+			s := topology.Repartition(rekey(tp), "mine", serde.String, serde.String)
+			topology.Count(topology.GroupByKey(s), m)
+			topology.To(s, "out", serde.String, serde.String)
+		}, false},
+	} {
+		tp := topology.New()
+		c.build(tp)
+		b, err := tp.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sinks, combining := 0, 0
+		for _, sub := range b.Plan().Subs {
+			for _, n := range sub.Nodes {
+				if n.Internal && len(n.Topics) == 1 && strings.HasSuffix(n.Topics[0], "-repartition") && n.Encode != nil {
+					sinks++
+					if n.Combine {
+						combining++
+					}
+				}
+			}
+		}
+		if want := map[bool]int{true: 1}[c.want]; sinks != 1 || combining != want {
+			t.Errorf("%s: %d repartition sinks, %d combining; want 1 and %d", c.name, sinks, combining, want)
+		}
+	}
+}
+
 func TestNoRepartitionWithoutKeyChange(t *testing.T) {
 	tp := topology.New()
 	s := topology.From(tp, "in", serde.String, serde.Int64)
