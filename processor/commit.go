@@ -116,6 +116,9 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		m.a.stats.Commits.Add(1)
 		m.a.status.processed(m.tasks)
 		m.a.stats.Processed.Add(m.uncommitted)
+		for _, t := range tasks {
+			m.a.stats.Combined.Add(t.TakeSaved())
+		}
 		took := time.Since(start)
 		m.a.stats.CommitLatency.observe(took, 1)
 		m.a.log.Debug("committed", "records", m.uncommitted, "tasks", len(m.tasks),

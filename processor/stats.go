@@ -15,6 +15,12 @@ type Stats struct {
 	Commits   atomic.Int64
 	Aborts    atomic.Int64
 	Restored  atomic.Int64 // changelog records restored
+	// Combined counts the records that a count's combining sinks
+	// (topology.Count with FoldUpdates) kept from its repartition topic:
+	// the records they combined, less those they wrote, committed. With
+	// Processed it adds up to what the job would have processed without
+	// combining.
+	Combined atomic.Int64
 	// Late counts records that arrived after every window they belong to
 	// had closed. A record counts each time it is processed, so one in an
 	// aborted transaction may count twice.

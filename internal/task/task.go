@@ -69,6 +69,10 @@ type Task struct {
 	// the processors that hold writes in memory before their stores get
 	// them (exec.Holder): held per unit, spilled at the flush
 	holders []*nodeInst
+	// the sinks that combine a count's records (combine.go), and the
+	// records they saved in the open transaction
+	combiners []*nodeInst
+	saved     int64
 
 	stores  map[string]*store.Staged
 	engines map[string]store.Engine
@@ -149,6 +153,9 @@ func (t *Task) begin() {
 	for _, ni := range t.holders {
 		ni.proc.(exec.Holder).Mark()
 	}
+	for _, ni := range t.combiners {
+		ni.comb.Mark()
+	}
 }
 
 // release keeps the unit: its writes stay staged and its records go out.
@@ -174,6 +181,9 @@ func (t *Task) rollback() {
 	}
 	for _, ni := range t.holders {
 		ni.proc.(exec.Holder).Rollback()
+	}
+	for _, ni := range t.combiners {
+		ni.comb.Rollback()
 	}
 	t.buffering = false
 	clear(t.buf)
@@ -324,6 +334,11 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 			ni.topic = n.Topics[0]
 			if n.Internal {
 				ni.topic = names.Internal(appID, ni.topic)
+			}
+			// A count's records combine where its updates fold.
+			if n.Combine && cfg.FoldUpdates && !t.carryWM {
+				ni.comb = newCombiner()
+				t.combiners = append(t.combiners, ni)
 			}
 		}
 		insts[n] = ni
@@ -715,6 +730,9 @@ func (t *Task) Flush() error {
 			return fmt.Errorf("processor: task %s: %s: %w", t.id, ni.node.Name, err)
 		}
 	}
+	if err := t.flushCombined(); err != nil {
+		return err
+	}
 	t.announce()
 	if err := t.saveTime(); err != nil {
 		return err
@@ -749,6 +767,11 @@ func (t *Task) Tick(now int64) error {
 func (t *Task) Commit() error {
 	for _, ni := range t.holders {
 		if n := ni.proc.(exec.Holder).Held(); n > 0 {
+			return fmt.Errorf("processor: task %s: %w: %s holds %d bytes", t.id, store.ErrUnflushed, ni.node.Name, n)
+		}
+	}
+	for _, ni := range t.combiners {
+		if n := ni.comb.held(); n > 0 {
 			return fmt.Errorf("processor: task %s: %w: %s holds %d bytes", t.id, store.ErrUnflushed, ni.node.Name, n)
 		}
 	}
@@ -789,6 +812,10 @@ func (t *Task) Abort() {
 	for _, ni := range t.holders {
 		ni.proc.(exec.Holder).Drop()
 	}
+	for _, ni := range t.combiners {
+		ni.comb.drop()
+	}
+	t.saved = 0
 	t.streamTime = t.committedStreamTime
 	t.abortTime()
 	if t.cfg.SkipAbortHooks {
@@ -856,6 +883,7 @@ type nodeInst struct {
 	// sources: the stores whose changelog is this source's topic
 	changelogOf []string
 	fold        *store.Staged // the store it holds its updates in, with Config.FoldUpdates
+	comb        combining     // sinks: what it combines (exec.Node.Combine), when the task folds
 	// sources: the typed chain from the record's bytes (Task.link)
 	direct func(k, v []byte) error
 }
@@ -890,6 +918,9 @@ func (n *nodeInst) receive(r exec.Record) error {
 
 // sink produces what the sink encoded.
 func (n *nodeInst) sink(k, v []byte, hs []exec.Header, ts int64) error {
+	if held, err := n.combine(k, v, hs, ts); held || err != nil {
+		return err
+	}
 	if n.node.TaskPartition {
 		return n.sendOwn(k, v, hs, ts)
 	}
@@ -1028,5 +1059,17 @@ func (t *Task) StageBytes() int64 {
 	for _, ni := range t.holders {
 		n += int64(ni.proc.(exec.Holder).Held())
 	}
+	for _, ni := range t.combiners {
+		n += int64(ni.comb.held())
+	}
+	return n
+}
+
+// TakeSaved returns the records the task's combining sinks saved in the
+// transaction that just committed (their count in what they combined,
+// less the records they wrote), and forgets them.
+func (t *Task) TakeSaved() int64 {
+	n := t.saved
+	t.saved = 0
 	return n
 }
