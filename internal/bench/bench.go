@@ -578,7 +578,7 @@ func lines(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 			}
 			line = append(line, words[r.IntN(len(words))]...)
 			line = strconv.AppendInt(line, int64(r.IntN(1000)), 10)
-			processed++ // each word passes the repartition topic
+			processed++ // each word passes the repartition topic, or is combined (settled)
 		}
 		recs[i] = &kgo.Record{Topic: "in", Value: line}
 	}
@@ -610,8 +610,17 @@ func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(co
 		if err != nil {
 			return job{}, err
 		}
-		return job{stop, app.Stats().Processed.Load, app.Stats().Produced.Load}, nil
+		return job{stop, settled(app), app.Stats().Produced.Load}, nil
 	}
+}
+
+// settled is job.committed for app: the records it processed in committed
+// transactions, and those a count's combining sink kept from its
+// repartition topic (processor.Stats.Combined), which it would have
+// processed without combining.
+func settled(app *processor.App) func() int64 {
+	st := app.Stats()
+	return func() int64 { return st.Processed.Load() + st.Combined.Load() }
 }
 
 // foldingUnderEOS is runTopology with processor.FoldUpdates under
