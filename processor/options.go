@@ -185,7 +185,9 @@ func StreamThreads(n int) Opt { return opt(func(c *config) { c.threads = n }) }
 // visible downstream before the commit anyway. Topologies with event time
 // (windows, joins in windows, event-time timers) forward every update
 // regardless: held updates would meet the watermark later than their
-// records did. Default false: every update is forwarded at once.
+// records did. A Count that repartitions also combines its records by key
+// before the repartition topic, one per key and commit (topology.Count).
+// Default false: every update is forwarded at once.
 func FoldUpdates(on bool) Opt { return opt(func(c *config) { c.foldUpdates = on }) }
 
 // MemoryBudget sets state.memory.budget: the bytes of memory the
