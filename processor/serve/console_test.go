@@ -186,6 +186,7 @@ func TestStatsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	app.Stats().Processed.Add(42)
+	app.Stats().Combined.Add(7)
 	s := newSampler(app.Stats())
 	rec := httptest.NewRecorder()
 	s.serveStats(rec, httptest.NewRequest(http.MethodGet, "/stats", nil))
@@ -193,7 +194,7 @@ func TestStatsServed(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.Totals.Processed != 42 || a.IntervalMS != 1000 || a.WindowMS != 600_000 || a.Points == nil {
+	if a.Totals.Processed != 42 || a.Totals.Combined != 7 || a.IntervalMS != 1000 || a.WindowMS != 600_000 || a.Points == nil {
 		t.Errorf("/stats: %s", rec.Body.Bytes())
 	}
 	s.mu.Lock()

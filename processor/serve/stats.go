@@ -24,7 +24,7 @@ const (
 type sample struct {
 	at                                   time.Time
 	processed, produced, commits, aborts int64
-	restored, late                       int64
+	restored, late, combined             int64
 	tasks                                int64
 	e2eCount                             uint64
 	e2eSum                               float64  // seconds
@@ -57,6 +57,9 @@ type statsTotals struct {
 	Restored  int64 `json:"restored"`
 	Late      int64 `json:"late"`
 	Tasks     int64 `json:"tasks"`
+	// Combined is the records a count's combining sinks kept from its
+	// repartition topic (processor.Stats.Combined).
+	Combined int64 `json:"combined"`
 }
 
 // statsAnswer is the JSON of GET /stats.
@@ -92,7 +95,7 @@ func (s *sampler) read() sample {
 	smp := sample{
 		at: s.now(), processed: st.Processed.Load(), produced: st.Produced.Load(),
 		commits: st.Commits.Load(), aborts: st.Aborts.Load(), restored: st.Restored.Load(),
-		late: st.Late.Load(), tasks: st.Tasks.Load(),
+		late: st.Late.Load(), tasks: st.Tasks.Load(), combined: st.Combined.Load(),
 	}
 	if st.EndToEndLatency != nil {
 		h := st.EndToEndLatency.Snapshot()
@@ -173,7 +176,7 @@ func (s *sampler) answer() statsAnswer {
 		IntervalMS: statsInterval.Milliseconds(), WindowMS: statsWindow.Milliseconds(),
 		Totals: statsTotals{
 			Processed: cur.processed, Produced: cur.produced, Commits: cur.commits, Aborts: cur.aborts,
-			Restored: cur.restored, Late: cur.late, Tasks: cur.tasks,
+			Restored: cur.restored, Late: cur.late, Tasks: cur.tasks, Combined: cur.combined,
 		},
 		Points: make([]statsPoint, 0, len(ring)),
 	}
