@@ -17,7 +17,7 @@ type Update[K, V, A any] struct {
 	// records a record stands for (exec.Weight: more than one when a
 	// combining sink wrote it). Without it the node is no count, and a
 	// record that stands for more than itself is an error.
-	add func(old A, ok bool, w int64) A
+	add func(old A, w int64) A
 }
 
 // NewUpdate returns the Processor of an aggregation into s: fn computes a
@@ -31,7 +31,7 @@ func NewUpdate[K, V, A any](s KVStore[K, A], fn func(k K, v V, old A, ok bool) A
 // weight to its key's count, so that a record a combining sink wrote
 // counts for the records it stands for.
 func NewCount[K, V any](s KVStore[K, int64]) *Update[K, V, int64] {
-	return &Update[K, V, int64]{tableWriter: tableWriter[K, int64]{store: s}, add: func(n int64, _ bool, w int64) int64 { return n + w }}
+	return &Update[K, V, int64]{tableWriter: tableWriter[K, int64]{store: s}, add: func(n int64, w int64) int64 { return n + w }}
 }
 
 // UpdateTyped is the exec.Typed of n, a node whose Processor is an
@@ -72,7 +72,7 @@ func (p *Update[K, V, A]) update(k K, v V, hs []exec.Header) (ch exec.ChangeOf[A
 	}
 	ch = exec.ChangeOf[A]{Old: old, HasOld: ok, HasNew: true}
 	if p.add != nil {
-		ch.New = p.add(old, ok, w)
+		ch.New = p.add(old, w)
 	} else {
 		ch.New = p.fn(k, v, old, ok)
 	}

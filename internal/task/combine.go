@@ -50,7 +50,7 @@ const entryBytes = 128
 // methods of *combiner (an interface so that the negative controls of its
 // tests can break one).
 type combining interface {
-	add(key, value []byte, hs []exec.Header, ts int64)
+	add(key, value []byte, hs []exec.Header, ts int64, limit int) error
 	Mark()
 	Rollback()
 	take(send func(e *combined) error) (saved int64, err error)
@@ -74,15 +74,30 @@ func newCombiner() *combiner { return &combiner{byKey: map[string]int{}} }
 func (c *combiner) held() int { return c.bytes }
 
 // add counts a record of the sink: key and value are the encoding's,
-// carved from the task's arena, and copied when kept.
-func (c *combiner) add(key, value []byte, hs []exec.Header, ts int64) {
+// carved from the task's arena, and copied when kept. It refuses a record
+// that would make its key's record, as the flush writes it, larger than
+// limit bytes: the record's key and headers, the value of the key's first
+// record and the count (ErrRecordTooLarge, the record's error here rather
+// than the flush's, which would fail the transaction at every replay).
+func (c *combiner) add(key, value []byte, hs []exec.Header, ts int64, limit int) error {
+	i, ok := c.byKey[string(key)]
+	size := len(key) + len(value) + len(exec.HeaderCount) + 8
+	if ok {
+		size += len(c.entries[i].value) - len(value)
+	}
+	for _, h := range hs {
+		size += len(h.Key) + len(h.Value)
+	}
+	if size > limit {
+		return fmt.Errorf("%w: %d bytes with its count, the limit is %d", ErrRecordTooLarge, size, limit)
+	}
 	c.records++
-	if i, ok := c.byKey[string(key)]; ok {
+	if ok {
 		e := &c.entries[i]
 		c.undo = append(c.undo, combineUndo{i: i, ts: e.ts, headers: e.headers})
 		e.n++
 		e.ts, e.headers = ts, hs
-		return
+		return nil
 	}
 	k := string(key)
 	c.byKey[k] = len(c.entries)
@@ -90,6 +105,7 @@ func (c *combiner) add(key, value []byte, hs []exec.Header, ts int64) {
 	// Cloned as it is: an empty value stays non-nil, not a tombstone.
 	c.entries = append(c.entries, combined{key: k, value: append(value[:0:0], value...), headers: hs, ts: ts, n: 1})
 	c.bytes += entryBytes + len(key) + len(value)
+	return nil
 }
 
 // Mark begins a unit.
@@ -136,22 +152,14 @@ func (c *combiner) drop() {
 
 // combine has the sink ni hold its record to combine, or reports false
 // if it does not combine it: the sink combines nothing, or the record is
-// a tombstone (which a count skips, so it goes out as it came). A record
-// that could not be written with its count is refused here, where it is
-// the record's error.
+// a tombstone (which a count skips, so it goes out as it came).
 func (ni *nodeInst) combine(k, v []byte, hs []exec.Header, ts int64) (bool, error) {
-	c := ni.comb
-	if c == nil || v == nil {
+	if ni.comb == nil || v == nil {
 		return false, nil
 	}
-	size := len(k) + len(v) + len(exec.HeaderCount) + 8
-	for _, h := range hs {
-		size += len(h.Key) + len(h.Value)
+	if err := ni.comb.add(k, v, hs, ts, ni.t.cfg.MaxRecordBytes); err != nil {
+		return true, fmt.Errorf("%s: %w", ni.topic, err)
 	}
-	if limit := ni.t.cfg.MaxRecordBytes; size > limit {
-		return true, fmt.Errorf("%w: %d bytes for %s with its count, the limit is %d", ErrRecordTooLarge, size, ni.topic, limit)
-	}
-	c.add(k, v, hs, ts)
 	return true, nil
 }
 

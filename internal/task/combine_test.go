@@ -365,3 +365,54 @@ func TestCountWeights(t *testing.T) {
 		t.Errorf("an aggregate refused a record standing for itself: %v", err)
 	}
 }
+
+// TestCombinedRecordStaysUnderTheLimit: a record that would make its key's
+// combined record too large — the value of the key's first record with
+// this one's headers, though the record alone is small enough — is
+// refused as its own error, dead-lettered here, and the flush writes what
+// was combined before it.
+func TestCombinedRecordStaysUnderTheLimit(t *testing.T) {
+	top := topology.New()
+	lines := topology.From(top, "in", serde.Bytes, serde.String)
+	byFirst := topology.GroupBy(lines, func(_ []byte, l string) string { w, _, _ := strings.Cut(l, " "); return w },
+		topology.Grouped("words", serde.String, serde.String))
+	topology.To(topology.ToStream(topology.Count(byFirst, topology.Materialized("counts", serde.String, serde.Int64))), "out", serde.String, serde.Int64Text)
+	d := &discard{keep: []*kgo.Record{}}
+	var actions []string
+	tk := startTask(t, plan(t, top), 0, Config{
+		AppID: "app", Send: d.send, FoldUpdates: true, DeadLetter: "dlq", MaxRecordBytes: 200,
+		Errors: map[exec.ErrorClass]exec.ErrorHandler{exec.Production: func(exec.ErrorContext) exec.Action { return exec.DeadLetter }},
+		OnAction: func(ec exec.ErrorContext, a exec.Action) {
+			actions = append(actions, fmt.Sprintf("%s %s: %v", ec.Class, a, ec.Err))
+		},
+	})
+	// Key "w". Alone, with its count, each record is at most 121 bytes;
+	// combined, the third makes 1+100+61+20 = 182 (the first's value, its
+	// own headers), the fourth would make 1+100+81+20 = 202.
+	for i, r := range []struct {
+		line string
+		hs   []kgo.RecordHeader
+	}{{"w " + strings.Repeat("x", 98), nil}, {"w", nil}, {"w", []kgo.RecordHeader{{Key: "h", Value: make([]byte, 60)}}}, {"w", []kgo.RecordHeader{{Key: "h", Value: make([]byte, 80)}}}} {
+		if err := tk.Process(&kgo.Record{Topic: "in", Value: []byte(r.line), Offset: int64(i), Timestamp: time.UnixMilli(1), Headers: r.hs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(actions) != 1 || !strings.Contains(actions[0], "record too large") {
+		t.Fatalf("actions %q, want the fourth record refused as too large", actions)
+	}
+	if err := tk.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range d.keep {
+		if r.Topic == "app-words-repartition" {
+			got = append(got, describe([]*kgo.Record{r})...)
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], exec.HeaderCount+"=\x00\x00\x00\x00\x00\x00\x00\x03") {
+		t.Fatalf("repartition records %q, want one standing for the first three", got)
+	}
+	if err := tk.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
