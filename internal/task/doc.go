@@ -20,6 +20,7 @@
 // the states sluice has: created, restoring, running, suspended, closed.
 // The files: task.go (opening, processing a record as a unit, flush,
 // commit, abort), time.go (event time: watermark inputs, the committed time
-// state), fold.go (table updates held until the flush), state.go (the
-// lifecycle).
+// state), fold.go (table updates held until the flush), combine.go (a
+// count's repartition records combined by key until the flush), state.go
+// (the lifecycle).
 package task
