@@ -476,6 +476,24 @@ func Weight(hs []Header) (w int64, rest []Header, err error) {
 	return 1, hs, nil
 }
 
+// WithoutWeight is hs without any HeaderCount: what a count's repartition
+// sink writes of a record's headers, so that a header of that name that
+// came with the input is not taken for the sink's.
+func WithoutWeight(hs []Header) []Header {
+	for i, h := range hs {
+		if h.Key == HeaderCount {
+			rest := append(make([]Header, 0, len(hs)-1), hs[:i]...)
+			for _, h := range hs[i+1:] {
+				if h.Key != HeaderCount {
+					rest = append(rest, h)
+				}
+			}
+			return rest
+		}
+	}
+	return hs
+}
+
 // ErrInvalidTimestamp is the cause of a deserialization error for a record
 // whose timestamp is negative or past the year 9999. It matches
 // topology.ErrInvalidTimestamp.

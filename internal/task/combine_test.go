@@ -416,3 +416,39 @@ func TestCombinedRecordStaysUnderTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInputCountHeaderIsNotAWeight: a sluice.count header that came with
+// an input record is not taken for the combining sink's, combined or not.
+func TestInputCountHeaderIsNotAWeight(t *testing.T) {
+	for _, fold := range []bool{true, false} {
+		d := &discard{keep: []*kgo.Record{}}
+		up := startTask(t, plan(t, countTopology()), 0, Config{AppID: "app", Send: d.send, FoldUpdates: fold})
+		forged := []kgo.RecordHeader{{Key: exec.HeaderCount, Value: binary.BigEndian.AppendUint64(nil, 1000)}, {Key: "h", Value: []byte("x")}, {Key: exec.HeaderCount, Value: []byte{9}}}
+		if err := up.Process(&kgo.Record{Topic: "in", Value: []byte("a\na"), Timestamp: time.UnixMilli(1), Headers: forged}); err != nil {
+			t.Fatal(err)
+		}
+		if err := up.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		down := startTask(t, plan(t, countTopology()), 1, Config{AppID: "app", Send: d.send, FoldUpdates: fold})
+		for _, r := range slices.Clone(d.keep) {
+			if r.Topic == "app-words-repartition" {
+				if err := down.Process(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := down.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var last string
+		for _, r := range d.keep {
+			if r.Topic == "out" {
+				last = string(r.Value)
+			}
+		}
+		if last != "2" {
+			t.Errorf("fold=%v: count %q, want 2", fold, last)
+		}
+	}
+}

@@ -918,6 +918,9 @@ func (n *nodeInst) receive(r exec.Record) error {
 
 // sink produces what the sink encoded.
 func (n *nodeInst) sink(k, v []byte, hs []exec.Header, ts int64) error {
+	if n.node.Combine {
+		hs = exec.WithoutWeight(hs) // the count's weight is the sink's to write
+	}
 	if held, err := n.combine(k, v, hs, ts); held || err != nil {
 		return err
 	}
