@@ -460,7 +460,7 @@ const (
 // the value of its HeaderCount, or 1 without one. rest is hs without the
 // header, so that it goes no further than the count.
 func Weight(hs []Header) (w int64, rest []Header, err error) {
-	for i, h := range hs {
+	for _, h := range hs {
 		if h.Key != HeaderCount {
 			continue
 		}
@@ -470,8 +470,7 @@ func Weight(hs []Header) (w int64, rest []Header, err error) {
 		if w = int64(binary.BigEndian.Uint64(h.Value)); w < 1 {
 			return 0, nil, fmt.Errorf("header %s: %d records, want at least 1", HeaderCount, w)
 		}
-		rest = make([]Header, 0, len(hs)-1)
-		return w, append(append(rest, hs[:i]...), hs[i+1:]...), nil
+		return w, WithoutWeight(hs), nil
 	}
 	return 1, hs, nil
 }

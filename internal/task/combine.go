@@ -64,8 +64,6 @@ type combiner struct {
 	entries []combined
 	undo    []combineUndo
 	bytes   int
-	// records counts the records held, those combined included.
-	records int64
 }
 
 func newCombiner() *combiner { return &combiner{byKey: map[string]int{}} }
@@ -91,7 +89,6 @@ func (c *combiner) add(key, value []byte, hs []exec.Header, ts int64, limit int)
 	if size > limit {
 		return fmt.Errorf("%w: %d bytes with its count, the limit is %d", ErrRecordTooLarge, size, limit)
 	}
-	c.records++
 	if ok {
 		e := &c.entries[i]
 		c.undo = append(c.undo, combineUndo{i: i, ts: e.ts, headers: e.headers})
@@ -115,7 +112,6 @@ func (c *combiner) Mark() { c.undo = c.undo[:0] }
 func (c *combiner) Rollback() {
 	for i := len(c.undo) - 1; i >= 0; i-- {
 		u := c.undo[i]
-		c.records--
 		e := &c.entries[u.i]
 		if u.fresh {
 			delete(c.byKey, e.key)
@@ -137,8 +133,8 @@ func (c *combiner) take(send func(e *combined) error) (saved int64, err error) {
 		if err := send(&c.entries[i]); err != nil {
 			return 0, err
 		}
+		saved += c.entries[i].n - 1
 	}
-	saved = c.records - int64(len(c.entries))
 	c.drop()
 	return saved, nil
 }
@@ -147,7 +143,7 @@ func (c *combiner) take(send func(e *combined) error) (saved int64, err error) {
 func (c *combiner) drop() {
 	clear(c.byKey)
 	clear(c.entries)
-	c.entries, c.undo, c.bytes, c.records = c.entries[:0], c.undo[:0], 0, 0
+	c.entries, c.undo, c.bytes = c.entries[:0], c.undo[:0], 0
 }
 
 // combine has the sink ni hold its record to combine, or reports false
