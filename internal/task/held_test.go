@@ -90,7 +90,7 @@ func (pairTrigger) String() string { return "pairTrigger" }
 // keys hot, with times mostly ahead a little, some behind (late for
 // "final" or within its lateness) and now and then a jump that closes
 // many windows at once; one value in 17 is 13. Time moves ahead at one
-// record in slow only, so that with a slow of 64 a window outlives a
+// record in slow only, so that with a slow of 32 a window outlives a
 // transaction of hundreds of records.
 func heldRecords(n int, seed uint64, slow int) []*kgo.Record {
 	r := rand.New(rand.NewPCG(seed, 1))
