@@ -118,6 +118,10 @@ type Staged struct {
 	taken    []Held     // TakeHeld's scratch
 	touched  byte       // TakeHeld's loads, kept so that they are made
 	byPrefix []prefixed // sortIndices' scratch
+	rest     []int      // orderApplied's scratch
+	// unordered counts the commits whose order orderApplied could not
+	// read from the ordered index (tests: it must stay 0).
+	unordered int
 
 	// A mark (see Mark) remembers how to undo the writes after it.
 	marked      bool
@@ -654,12 +658,7 @@ func (s *Staged) orderedIn(start, end []byte, fn func(i int) bool) {
 			s.ranged[j] |= joined[j]
 		}
 	}
-	for _, i := range s.dirty[s.orderedN:] {
-		if c := keyClass(s.entries[i].key); s.ranged[c/64]&(1<<(c%64)) != 0 {
-			s.ordered.ReplaceOrInsert(s.entries[i].key, i)
-		}
-	}
-	s.orderedN = len(s.dirty)
+	s.syncOrdered()
 	if lo > hi {
 		return
 	}
@@ -671,6 +670,71 @@ func (s *Staged) orderedIn(start, end []byte, fn func(i int) bool) {
 		bh = btreemap.LT(end)
 	}
 	s.ordered.AscendFunc(bl, bh, func(_ []byte, i int) bool { return fn(i) })
+}
+
+// syncOrdered adds the writes since the last call in the classes ranged so
+// far to the ordered index.
+func (s *Staged) syncOrdered() {
+	for _, i := range s.dirty[s.orderedN:] {
+		if s.isRanged(s.entries[i].key) {
+			s.ordered.ReplaceOrInsert(s.entries[i].key, i)
+		}
+	}
+	s.orderedN = len(s.dirty)
+}
+
+// isRanged says whether key's class is in the ordered index.
+func (s *Staged) isRanged(key []byte) bool {
+	c := keyClass(key)
+	return s.ranged[c/64]&(1<<(c%64)) != 0
+}
+
+// orderApplied sorts applied, the dirty entries Commit applies, by key. In
+// a stage that is ranged (a stream join's, a window store's expiry index)
+// most of them are in the ordered index already, in order: their order is
+// read from it, and only the others are sorted and merged in.
+func (s *Staged) orderApplied(applied []int) {
+	if s.ordered == nil || s.orderedN == 0 {
+		s.sortIndices(applied)
+		return
+	}
+	s.syncOrdered()
+	rest := s.rest[:0]
+	for _, i := range applied {
+		if !s.isRanged(s.entries[i].key) {
+			rest = append(rest, i)
+		}
+	}
+	s.sortIndices(rest)
+	// applied is rewritten in order: its entries are now in rest or in
+	// the ordered index, which holds every dirty entry of a ranged
+	// class (those Commit leaves out too, which are skipped).
+	out, j := applied[:0], 0
+	s.ordered.AscendFunc(btreemap.Min[[]byte](), btreemap.Max[[]byte](), func(k []byte, i int) bool {
+		if e := &s.entries[i]; e.value == nil && e.absent {
+			return true
+		}
+		for ; j < len(rest) && bytes.Compare(s.entries[rest[j]].key, k) < 0; j++ {
+			out = append(out, rest[j])
+		}
+		out = append(out, i)
+		return true
+	})
+	out = append(out, rest[j:]...)
+	clear(rest)
+	s.rest = rest[:0]
+	if len(out) != len(applied) {
+		// Not the ordered index's invariant: a defect, which the tests
+		// count; the writes are still all applied, sorted.
+		s.unordered++
+		out = out[:0]
+		for _, i := range s.dirty {
+			if e := &s.entries[i]; e.value != nil || !e.absent {
+				out = append(out, i)
+			}
+		}
+		s.sortIndices(out)
+	}
 }
 
 // keyClass is the class of key in Staged.ranged.
@@ -809,7 +873,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 			applied = append(applied, i)
 		}
 	}
-	s.sortIndices(applied)
+	s.orderApplied(applied)
 	ws := s.writes[:0]
 	if cap(ws) < len(applied) {
 		ws = make([]Write, 0, len(applied))
@@ -1014,6 +1078,7 @@ func (s *Staged) trim() {
 	s.applied = trimmed(s.applied, n)
 	s.taken = trimmed(s.taken, n)
 	s.byPrefix = trimmed(s.byPrefix, n)
+	s.rest = trimmed(s.rest, n)
 	s.undo = trimmed(s.undo, n)
 }
 
