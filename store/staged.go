@@ -131,6 +131,10 @@ type Staged struct {
 	markHeld    int        // len(held) at Mark
 	undo        []undoStep // older entries' states before each write after Mark, in write order
 
+	// attached holds what operators keep about the store's contents
+	// (Attach).
+	attached map[any]any
+
 	stats Stats
 }
 
@@ -957,7 +961,10 @@ func (s *Staged) keepCommitted() {
 // Abort discards the stage, flushed or not; the transaction that carried
 // any flushed records aborted with them. The cached values go too: the
 // aborted writes replaced the ones they overwrote.
-func (s *Staged) Abort() { s.reset() }
+func (s *Staged) Abort() {
+	s.reset()
+	clear(s.attached)
+}
 
 // DropCache forgets the cached committed values, for whoever writes the
 // engine other than through this Staged. It must not be called with writes
@@ -966,7 +973,24 @@ func (s *Staged) DropCache() {
 	if len(s.dirty) == 0 {
 		s.reset()
 	}
+	clear(s.attached)
 }
+
+// Attach keeps v with the store under key: what the operators that share
+// the store keep in memory about its contents (which keys and times a
+// stream join's side stores, which both sides read). Abort and DropCache
+// drop it, since what it described is gone, so it must describe the
+// committed contents and the open transaction's writes, and be made anew
+// after them; Rollback does not, so a unit's writes may stay in it.
+func (s *Staged) Attach(key, v any) {
+	if s.attached == nil {
+		s.attached = map[any]any{}
+	}
+	s.attached[key] = v
+}
+
+// Attached returns what is kept under key (Attach), or nil.
+func (s *Staged) Attached(key any) any { return s.attached[key] }
 
 // Mark starts a unit of writes that Rollback can undo as a whole, without
 // discarding what was staged before: how a task processes one record

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 
 	"github.com/sluice-streams/sluice/internal/exec"
@@ -44,20 +43,9 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	st, ost   *store.Staged
 	nextClose int64
 
-	// seen holds a hash of the key and timestamp of every own record
-	// stored (seenHash), with the timestamp, so that seqAt knows without
-	// a read of the store that it stores none of a key and timestamp, as
-	// for nearly every record. It may hold pairs no stored record has (a
-	// unit rolled back, a hash shared by two pairs: seqAt then reads the
-	// store), never lack one that is stored. nil: not known, at the start
-	// (a restore may still write the store) and after an abort; the next
-	// seqAt builds it with a scan of the store. A pair leaves it once its
-	// timestamp is late at the task's watermark (sweep): no record of it
-	// is stored any more. The watermark goes back only in an abort.
-	seen      map[uint64]int64
-	seed      maphash.Seed
-	swept     int64 // the watermark of the last sweep
-	sweepStep int64 // how far the watermark moves between sweeps
+	// sweepStep is how far the watermark moves between sweeps of the
+	// own store's joinKeys.
+	sweepStep int64
 }
 
 // NewStreamJoinSide returns the runtime of the join side cfg.
@@ -67,10 +55,10 @@ func NewStreamJoinSide[K, Own, Other, V any](cfg StreamJoinConfig[K, Own, Other,
 
 func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.cfg.OwnStore), ctx.Store(p.cfg.OtherStore)
-	p.seed = maphash.MakeSeed()
-	// A sweep passes every pair, once per half a lateness bound of event
-	// time: a pair stays at most one and a half bounds, so each costs a
-	// record about three visits.
+	// A sweep passes every entry of the own store's joinKeys, once per
+	// half a lateness bound of event time: an entry stays a lateness
+	// bound or the join's span, and half a bound more, so it costs a few
+	// visits over its life.
 	p.sweepStep = max(p.cfg.LateAfter/2, 1)
 	var err error
 	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire, math.MinInt64)
@@ -84,69 +72,31 @@ func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 // an aborted transaction, or a restart, numbers them as the first run did
 // (a key's records of one timestamp are removed together).
 //
-// Nearly every record is the first of its key at its timestamp, so seen
-// answers first, and then a point read of sequence number 0: absent, no
-// record of the key and timestamp is stored (they are stored from 0 up and
-// removed together), and the record gets 0 without the iterator a range
-// needs, which cost more than the rest of storing the record.
+// Nearly every record is the first of its key at its timestamp, so the
+// store's joinKeys answers first, and then a point read of sequence number
+// 0: absent, no record of the key and timestamp is stored (they are stored
+// from 0 up and removed together), and the record gets 0 without the
+// iterator a range needs, which cost more than the rest of storing the
+// record.
 func (p *StreamJoinSide[K, Own, Other, V]) seqAt(kb []byte, ts int64) (int64, error) {
-	if p.seen == nil {
-		if err := p.loadSeen(); err != nil {
-			return 0, err
-		}
+	own, err := keysOf(p.st, p.cfg.OwnStore)
+	if err != nil {
+		return 0, err
 	}
 	k0 := layout.JoinKey(kb, ts, 0)
-	h := maphash.Bytes(p.seed, k0[:len(k0)-8])
-	if was, ok := p.seen[h]; !ok || was < ts {
-		p.seen[h] = ts
-		if !ok {
-			return 0, nil
-		}
+	if !own.add(kb, k0[:len(k0)-8], ts) {
+		return 0, nil
 	}
 	if _, ok, err := p.st.Get(k0); err != nil || !ok {
 		return 0, err
 	}
 	seq := int64(0)
 	start, end := layout.JoinRange(kb, ts, ts)
-	err := p.st.Range(start, end, func(k, _ []byte) error {
+	err = p.st.Range(start, end, func(k, _ []byte) error {
 		seq = layout.JoinSeq(k) + 1
 		return nil
 	})
 	return seq, err
-}
-
-// loadSeen builds seen from the own records stored.
-func (p *StreamJoinSide[K, Own, Other, V]) loadSeen() error {
-	seen := map[uint64]int64{}
-	err := p.st.Range([]byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(k, _ []byte) error {
-		if len(k) < 17 {
-			return fmt.Errorf("store %s: %w: join record key of %d bytes", p.cfg.OwnStore, window.ErrCorrupt, len(k))
-		}
-		h, ts := maphash.Bytes(p.seed, k[:len(k)-8]), layout.JoinTime(k)
-		if was, ok := seen[h]; !ok || was < ts {
-			seen[h] = ts
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	p.seen = seen
-	return nil
-}
-
-// sweep drops from seen the pairs whose timestamp is late at the task's
-// watermark wm, once wm has moved sweepStep since the last sweep.
-func (p *StreamJoinSide[K, Own, Other, V]) sweep(wm int64) {
-	if p.seen == nil || wm < p.swept+p.sweepStep {
-		return
-	}
-	p.swept = wm
-	for h, ts := range p.seen {
-		if ts+p.cfg.LateAfter <= wm {
-			delete(p.seen, h)
-		}
-	}
 }
 
 func (p *StreamJoinSide[K, Own, Other, V]) Close() error { return nil }
@@ -176,12 +126,18 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		val []byte
 	}
 	var matches []match
-	start, end := layout.JoinRange(kb, from, to)
-	if err := p.ost.Range(start, end, func(ok, ov []byte) error {
-		matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
-		return nil
-	}); err != nil {
+	other, err := keysOf(p.ost, p.cfg.OtherStore)
+	if err != nil {
 		return err
+	}
+	if other.mayHold(kb) {
+		start, end := layout.JoinRange(kb, from, to)
+		if err := p.ost.Range(start, end, func(ok, ov []byte) error {
+			matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
+			return nil
+		}); err != nil {
+			return err
+		}
 	}
 	flags := byte(0)
 	own := r.Value.(Own)
@@ -223,7 +179,9 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 // OnWatermark removes the own records no on-time record can join any more,
 // emitting the unjoined ones of an outer side, in (time, key) order.
 func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
-	p.sweep(wm)
+	if own, ok := p.st.Attached(joinKeysOf{}).(*joinKeys); ok {
+		own.sweep(wm, p.sweepStep, p.cfg.LateAfter, p.cfg.CloseAfter)
+	}
 	if wm < p.nextClose {
 		return nil
 	}
@@ -285,10 +243,6 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 }
 
 // OnAbort forgets the bound of the next removal, as the window runtime's
-// OnAbort does: the aborted transaction may have lowered it. It forgets
-// seen too: the watermark goes back to the committed one, at which pairs
-// swept in the aborted transaction may be stored again.
-func (p *StreamJoinSide[K, Own, Other, V]) OnAbort() {
-	p.nextClose = math.MinInt64
-	p.seen, p.swept = nil, math.MinInt64
-}
+// OnAbort does: the aborted transaction may have lowered it. (The stores'
+// Abort drops their joinKeys.)
+func (p *StreamJoinSide[K, Own, Other, V]) OnAbort() { p.nextClose = math.MinInt64 }

@@ -1,0 +1,112 @@
+package ops
+
+import (
+	"fmt"
+	"hash/maphash"
+
+	"github.com/sluice-streams/sluice/internal/layout"
+	"github.com/sluice-streams/sluice/store"
+)
+
+// joinKeys is what a stream join keeps in memory about the records one
+// side's store holds, attached to the store (store.Staged.Attach) so that
+// both sides read it: a hash of each stored record's key, and of its key
+// and timestamp, each with the largest timestamp it was stored at.
+//
+//   - The other side asks it whether the store may hold a record of a key
+//     (mayHold) before it ranges over the key's records: most records of a
+//     join find none of their key on the other side, and the range is the
+//     most costly step of a record (a seek through every level of the
+//     store on disk).
+//   - The side that owns the store asks it whether it may hold a record of
+//     a key and timestamp before it reads the store for the record's
+//     sequence number (StreamJoinSide.seqAt): nearly every record is the
+//     first of its key and timestamp.
+//
+// It may hold keys and pairs that no stored record has (a unit rolled
+// back; a hash shared by two keys: the caller then reads the store), never
+// lack one that is stored. A store's Abort and DropCache drop it: the next
+// caller makes it anew with a scan of the store (load), after a restore,
+// which the task runs before any record. An entry leaves it when no record
+// to come can ask for it (sweep): the watermark goes back only in an abort.
+type joinKeys struct {
+	seed  maphash.Seed
+	keys  map[uint64]int64 // hash of a key → its largest timestamp stored
+	pairs map[uint64]int64 // hash of a key and timestamp → the timestamp
+	swept int64            // the watermark of the last sweep
+}
+
+// joinKeysOf is the key of a store's joinKeys (store.Staged.Attach).
+type joinKeysOf struct{}
+
+// keysOf returns the joinKeys of st, the join store named name, making it
+// with a scan of st if st has none.
+func keysOf(st *store.Staged, name string) (*joinKeys, error) {
+	if jk, ok := st.Attached(joinKeysOf{}).(*joinKeys); ok {
+		return jk, nil
+	}
+	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]int64{}, pairs: map[uint64]int64{}, swept: minTime}
+	err := st.Range([]byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(k, _ []byte) error {
+		kb, ts, err := layout.ParseJoinKey(k)
+		if err != nil {
+			return fmt.Errorf("store %s: %w", name, err)
+		}
+		jk.add(kb, k[:len(k)-8], ts)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.Attach(joinKeysOf{}, jk)
+	return jk, nil
+}
+
+// minTime is a watermark below every other.
+const minTime = -1 << 63
+
+// mayHold says whether the store may hold a record of the key whose
+// encoding is kb.
+func (jk *joinKeys) mayHold(kb []byte) bool {
+	_, ok := jk.keys[maphash.Bytes(jk.seed, kb)]
+	return ok
+}
+
+// add notes a record of the key whose encoding is kb at ts, where at is
+// its join key's prefix (layout.JoinKey without the sequence number), and
+// says whether a record of that key and timestamp may have been stored
+// before.
+func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
+	h := maphash.Bytes(jk.seed, kb)
+	if was, ok := jk.keys[h]; !ok || was < ts {
+		jk.keys[h] = ts
+	}
+	h = maphash.Bytes(jk.seed, at)
+	was, before := jk.pairs[h]
+	if !before || was < ts {
+		jk.pairs[h] = ts
+	}
+	return before
+}
+
+// sweep drops, once the watermark wm has moved step since the last sweep,
+// the pairs no record can be stored at any more (late: ts+lateAfter <= wm)
+// and the keys no record of the other side can join any more (their
+// records' removal is due: ts+closeAfter <= wm, closeAfter being the
+// whole span of the join window and its grace, so that ts is below every
+// timestamp an on-time record of the other side joins).
+func (jk *joinKeys) sweep(wm, step, lateAfter, closeAfter int64) {
+	if wm < jk.swept+step {
+		return
+	}
+	jk.swept = wm
+	for h, ts := range jk.pairs {
+		if ts+lateAfter <= wm {
+			delete(jk.pairs, h)
+		}
+	}
+	for h, ts := range jk.keys {
+		if ts+closeAfter <= wm {
+			delete(jk.keys, h)
+		}
+	}
+}
