@@ -671,3 +671,40 @@ func TestPeekKeepsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAttachedDroppedByAbortAndDropCache checks that what operators attach
+// to a store lasts through commits and rolled-back units, which may leave
+// entries in it that it must tolerate, and is dropped by Abort and by
+// DropCache, after which the contents it described may differ.
+func TestAttachedDroppedByAbortAndDropCache(t *testing.T) {
+	type key struct{}
+	s := NewStaged("t", NewMemory())
+	s.SetChangelog(func(_, _ []byte) {})
+	if got := s.Attached(key{}); got != nil {
+		t.Fatalf("Attached before Attach = %v", got)
+	}
+	s.Attach(key{}, 1)
+	if err := s.Put([]byte("a"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	s.Flush()
+	if err := s.Commit(0); err != nil {
+		t.Fatal(err)
+	}
+	s.Mark()
+	_ = s.Put([]byte("b"), []byte("2"))
+	s.Rollback()
+	if got := s.Attached(key{}); got != 1 {
+		t.Fatalf("Attached after a commit and a rollback = %v, want 1", got)
+	}
+	_ = s.Put([]byte("c"), []byte("3"))
+	s.Abort()
+	if got := s.Attached(key{}); got != nil {
+		t.Fatalf("Attached after Abort = %v, want nil", got)
+	}
+	s.Attach(key{}, 2)
+	s.DropCache()
+	if got := s.Attached(key{}); got != nil {
+		t.Fatalf("Attached after DropCache = %v, want nil", got)
+	}
+}
