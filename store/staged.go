@@ -962,6 +962,7 @@ func (s *Staged) keepCommitted() {
 // any flushed records aborted with them. The cached values go too: the
 // aborted writes replaced the ones they overwrote.
 func (s *Staged) Abort() {
+	s.noteSize()
 	s.reset()
 	clear(s.attached)
 }
@@ -1045,7 +1046,6 @@ func (s *Staged) Rollback() {
 }
 
 func (s *Staged) reset() {
-	s.noteSize()
 	s.complete = 0 // found out again when needed
 	s.index.Clear()
 	clear(s.entries) // drop references for the collector; the capacity is reused

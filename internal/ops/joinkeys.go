@@ -26,7 +26,7 @@ import (
 // It may hold keys and pairs that no stored record has (a unit rolled
 // back; a hash shared by two keys: the caller then reads the store), never
 // lack one that is stored. A store's Abort and DropCache drop it: the next
-// caller makes it anew with a scan of the store (load), after a restore,
+// caller makes it anew with a scan of the store (keysOf), after a restore,
 // which the task runs before any record. An entry leaves it when no record
 // to come can ask for it (sweep): the watermark goes back only in an abort.
 type joinKeys struct {
