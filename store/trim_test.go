@@ -76,8 +76,7 @@ func TestCommitTrimsLargeTransaction(t *testing.T) {
 			t.Errorf("after 40 small transactions the stage's %s keeps room for %d, want at most %d", what, c, 2*keep)
 		}
 	}
-	emitted -= 40
-	if emitted != 2*n {
-		t.Errorf("changelog records = %d, want %d", emitted, 2*n)
+	if emitted != 2*n+40 {
+		t.Errorf("changelog records = %d, want %d", emitted, 2*n+40)
 	}
 }

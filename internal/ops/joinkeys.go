@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/store"
@@ -45,7 +46,7 @@ func keysOf(st *store.Staged, name string) (*joinKeys, error) {
 	if jk, ok := st.Attached(joinKeysOf{}).(*joinKeys); ok {
 		return jk, nil
 	}
-	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]int64{}, pairs: map[uint64]int64{}, swept: minTime}
+	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]int64{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
 	err := st.Range([]byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(k, _ []byte) error {
 		kb, ts, err := layout.ParseJoinKey(k)
 		if err != nil {
@@ -60,9 +61,6 @@ func keysOf(st *store.Staged, name string) (*joinKeys, error) {
 	st.Attach(joinKeysOf{}, jk)
 	return jk, nil
 }
-
-// minTime is a watermark below every other.
-const minTime = -1 << 63
 
 // mayHold says whether the store may hold a record of the key whose
 // encoding is kb.
