@@ -113,13 +113,13 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 	left := t.add(&exec.Node{Name: t.name(j.Name+"-join-left", kind+"-LEFT"), Kind: exec.KindProcessor, Stores: stores, New: func() exec.Processor {
 		return ops.NewStreamJoinSide(ops.StreamJoinConfig[K, VL, VR, V]{OwnStore: lm.Name(), OtherStore: rm.Name(),
 			Key: j.Key, OwnValue: j.Left, OtherValue: j.Right, LateAfter: w.after + w.grace, CloseAfter: span,
-			Lo: -w.after, Hi: w.before, Outer: leftOuter,
+			Lo: -w.after, Hi: w.before, Outer: leftOuter, OtherOuter: rightOuter,
 			Join: func(k K, own VL, other VR, ok bool) V { return joiner(k, own, true, other, ok) }})
 	}}, l.n)
 	right := t.add(&exec.Node{Name: t.name(j.Name+"-join-right", kind+"-RIGHT"), Kind: exec.KindProcessor, Stores: stores, New: func() exec.Processor {
 		return ops.NewStreamJoinSide(ops.StreamJoinConfig[K, VR, VL, V]{OwnStore: rm.Name(), OtherStore: lm.Name(),
 			Key: j.Key, OwnValue: j.Right, OtherValue: j.Left, LateAfter: w.before + w.grace, CloseAfter: span,
-			Lo: -w.before, Hi: w.after, Outer: rightOuter,
+			Lo: -w.before, Hi: w.after, Outer: rightOuter, OtherOuter: leftOuter,
 			Join: func(k K, own VR, other VL, ok bool) V { return joiner(k, other, ok, own, true) }})
 	}}, r.n)
 	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, left, right)

@@ -9,37 +9,65 @@ import (
 )
 
 // Stream-join buffer layout: each side of a stream–stream join keeps its
-// records in a window store of its own, with window.go's d prefix and its
-// x index:
+// records in a store of its own, in segments of event time:
 //
-//	d uvarint(len(key)) key ts seq → flags, value
-//	x close <d-suffix>             → 1   remove (outer: emit unjoined) at the watermark
+//	j seg uvarint(len(key)) key ts seq → flags, value
+//	x close uvarint(len(key)) key ts seq → 1   an outer side's record: remove it (emit it unjoined) at the watermark
+//	d uvarint(len(key)) key ts seq       → flags, value   a record of the layout before segments
 //
 // ts is the record's timestamp (AppendTime) and seq (8 bytes big-endian)
-// numbers a key's records of one timestamp in arrival order, so byte order
-// is (key, ts, arrival) order and a key's records in a time range are one
-// range scan (JoinRange). The value is one flags byte (JoinJoined) and the
-// record's value in the side's value serde.
+// numbers a key's records of one timestamp in arrival order. seg is the
+// start of the segment ts falls in (JoinSegment), so that a key's records
+// in a time range are one range scan per segment the range meets
+// (JoinRange), in (ts, arrival) order segment after segment, and the
+// records of a segment whose every record is due are one range of keys:
+// an inner side removes them so, with no index entry of its own. An outer
+// side, which emits a record unjoined when it is due, has x, Kafka
+// Streams' time-ordered outer store: the j key without its first 9 bytes
+// after the prefix and the time the record is due.
+//
+// The value is one flags byte (JoinJoined, kept on an outer side only) and
+// the record's value in the side's value serde. A store written before
+// segments holds d records; the stream join moves them to j when it first
+// reads the store.
 const (
+	// JoinRecord is the prefix byte of a join record.
+	JoinRecord = 'j'
 	// JoinJoined is the flag bit of a join record that joined a record of
 	// the other side: an outer side does not emit it unjoined.
 	JoinJoined = 1
 )
 
+// JoinSegment is the start of the segment of width seg (at least 1) that
+// ts falls in. Segments are counted from math.MinInt64, in the order of
+// AppendTime's bytes, so that no start overflows.
+func JoinSegment(ts, seg int64) int64 {
+	u := uint64(ts) ^ 1<<63
+	return int64((u - u%uint64(seg)) ^ 1<<63)
+}
+
 // JoinKey is the key of the join record seq of the key whose encoding is
-// kb, at ts.
-func JoinKey(kb []byte, ts, seq int64) []byte {
-	b := AppendTime(WindowKeyPrefix(kb), ts)
+// kb, at ts, in the segment that starts at segStart (JoinSegment).
+func JoinKey(kb []byte, segStart, ts, seq int64) []byte {
+	b := AppendTime(joinPrefix(kb, segStart), ts)
 	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
 
+// joinPrefix is the prefix of kb's join records in the segment at
+// segStart.
+func joinPrefix(kb []byte, segStart int64) []byte {
+	b := make([]byte, 0, 1+8+binary.MaxVarintLen64+len(kb)+16)
+	b = AppendTime(append(b, JoinRecord), segStart)
+	return append(binary.AppendUvarint(b, uint64(len(kb))), kb...)
+}
+
 // JoinRange returns the bounds [start, end) of the join records of the key
-// whose encoding is kb with timestamps in [from, to]. Each bound is built
-// in a buffer of its own: two appends to one prefix that has spare
-// capacity write into one array, and the range comes out [x, x), empty
-// (a 36-byte UUID key's prefix has 10 bytes spare).
-func JoinRange(kb []byte, from, to int64) (start, end []byte) {
-	pre := slices.Clip(WindowKeyPrefix(kb))
+// whose encoding is kb with timestamps in [from, to] in the segment that
+// starts at segStart. Each bound is built in a buffer of its own: two
+// appends to one prefix that has spare capacity write into one array,
+// and the range comes out [x, x), empty.
+func JoinRange(kb []byte, segStart, from, to int64) (start, end []byte) {
+	pre := slices.Clip(joinPrefix(kb, segStart))
 	return AppendTime(pre, from), AppendTime(pre, to+1)
 }
 
@@ -49,12 +77,54 @@ func JoinTime(k []byte) int64 { return ReadTime(k[len(k)-16:]) }
 // JoinSeq is the sequence number of the join record with key k.
 func JoinSeq(k []byte) int64 { return int64(binary.BigEndian.Uint64(k[len(k)-8:])) }
 
-// ParseJoinKey splits a join record's key into the key's encoding, and the
-// timestamp.
+// ParseJoinKey splits a join record's key, j or d, into the key's
+// encoding and the timestamp.
 func ParseJoinKey(k []byte) ([]byte, int64, error) {
-	n, w := binary.Uvarint(k[1:])
-	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+16 {
+	skip := 1
+	if len(k) > 0 && k[0] == JoinRecord {
+		skip = 9
+	}
+	if len(k) < skip {
 		return nil, 0, fmt.Errorf("%w: join store key of %d bytes", window.ErrCorrupt, len(k))
 	}
-	return k[1+w : 1+w+int(n)], JoinTime(k), nil
+	n, w := binary.Uvarint(k[skip:])
+	if w <= 0 || uint64(len(k)) != uint64(skip+w)+n+16 {
+		return nil, 0, fmt.Errorf("%w: join store key of %d bytes", window.ErrCorrupt, len(k))
+	}
+	return k[skip+w : skip+w+int(n)], JoinTime(k), nil
+}
+
+// JoinIndexKey is the key of the x entry that makes the join record with
+// key k due at at.
+func JoinIndexKey(at int64, k []byte) []byte {
+	b := AppendTime(append(make([]byte, 0, len(k)), WindowExpire), at)
+	return append(b, k[9:]...)
+}
+
+// JoinKeyOfIndex is the key of the join record that the x entry ik makes
+// due, in segments of width seg.
+func JoinKeyOfIndex(ik []byte, seg int64) []byte {
+	return joinKeyOfSuffix(ik[9:], seg)
+}
+
+// RekeyJoin returns the key that the join record with key k, j or d, has
+// in segments of width seg, and whether it is another key than k: a d
+// record, or a j record of segments of another width (the join's window
+// changed).
+func RekeyJoin(k []byte, seg int64) ([]byte, bool) {
+	if k[0] == JoinRecord && JoinSegment(JoinTime(k), seg) == ReadTime(k[1:9]) {
+		return k, false
+	}
+	skip := 1
+	if k[0] == JoinRecord {
+		skip = 9
+	}
+	return joinKeyOfSuffix(k[skip:], seg), true
+}
+
+// joinKeyOfSuffix is the join key, in segments of width seg, whose part
+// after the segment's start is suffix: uvarint(len(key)) key ts seq.
+func joinKeyOfSuffix(suffix []byte, seg int64) []byte {
+	b := AppendTime(append(make([]byte, 0, 9+len(suffix)), JoinRecord), JoinSegment(JoinTime(suffix), seg))
+	return append(b, suffix...)
 }

@@ -22,14 +22,14 @@ func everyKey() [][]byte {
 // joinRangeErrors checks a builder of join ranges over keys of every
 // length: the range of [from, to] must hold exactly the join records of
 // the key with timestamps in it. It returns one line per key that fails.
-func joinRangeErrors(build func(kb []byte, from, to int64) (start, end []byte)) []string {
+func joinRangeErrors(build func(kb []byte, seg, from, to int64) (start, end []byte)) []string {
 	keys := everyKey()
 	var bad []string
-	const from, to = 100, 200
+	const seg, from, to = 0, 100, 200
 	for _, kb := range keys {
-		start, end := build(kb, from, to)
+		start, end := build(kb, seg, from, to)
 		for _, ts := range []int64{from - 1, from, 150, to, to + 1} {
-			k := JoinKey(kb, ts, 7)
+			k := JoinKey(kb, seg, ts, 7)
 			in := bytes.Compare(k, start) >= 0 && bytes.Compare(k, end) < 0
 			if want := ts >= from && ts <= to; in != want {
 				bad = append(bad, fmt.Sprintf("key of %d bytes: record at %d in range %v, want %v", len(kb), ts, in, want))
@@ -51,8 +51,8 @@ func TestJoinRangeEveryKeyLength(t *testing.T) {
 // check for the key lengths whose prefix has spare capacity, the 36-byte
 // UUID among them.
 func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
-	shared := func(kb []byte, from, to int64) ([]byte, []byte) {
-		pre := WindowKeyPrefix(kb)
+	shared := func(kb []byte, seg, from, to int64) ([]byte, []byte) {
+		pre := joinPrefix(kb, seg)
 		// lint:ignore appendalias the defect this control reintroduces
 		return AppendTime(pre, from), AppendTime(pre, to+1)
 	}

@@ -59,10 +59,10 @@ func RecordKey(kind StoreKind, key []byte) (kb []byte, perTask bool, err error) 
 		}
 	case KindJoin:
 		switch b {
+		case JoinRecord, WindowExpire:
+			return lenKey(kind, key, 9, 16) // segment or due time, then ts, seq
 		case WindowData:
 			return lenKey(kind, key, 1, 16) // ts, seq
-		case WindowExpire:
-			return lenKey(kind, key, 9, 16)
 		}
 	case KindState:
 		switch b {

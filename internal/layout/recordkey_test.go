@@ -2,6 +2,7 @@ package layout
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -33,8 +34,14 @@ var entryBuilders = map[StoreKind]map[byte]func(kb []byte, at, seq int64) []byte
 		},
 	},
 	KindJoin: {
-		WindowData:   func(kb []byte, at, seq int64) []byte { return JoinKey(kb, at, seq) },
-		WindowExpire: func(kb []byte, at, seq int64) []byte { return IndexKey(WindowExpire, at, JoinKey(kb, at, seq)) },
+		JoinRecord: func(kb []byte, at, seq int64) []byte { return JoinKey(kb, JoinSegment(at, 60_000), at, seq) },
+		WindowExpire: func(kb []byte, at, seq int64) []byte {
+			return JoinIndexKey(at+60_000, JoinKey(kb, JoinSegment(at, 60_000), at, seq))
+		},
+		// A record of the layout before segments.
+		WindowData: func(kb []byte, at, seq int64) []byte {
+			return binary.BigEndian.AppendUint64(AppendTime(WindowKeyPrefix(kb), at), uint64(seq))
+		},
 	},
 	KindState: {
 		StateValue: func(kb []byte, _, _ int64) []byte { return ValueKey(kb) },

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -26,7 +27,9 @@ import (
 //
 // It may hold keys and pairs that no stored record has (a unit rolled
 // back; a hash shared by two keys: the caller then reads the store), never
-// lack one that is stored. A store's Abort and DropCache drop it: the next
+// lack one of a stored record that a record to come can join or share a
+// timestamp with (a record past the join's span may stay stored until its
+// segment goes, out of every on-time record's range). A store's Abort and DropCache drop it: the next
 // caller makes it anew with a scan of the store (keysOf), after a restore,
 // which the task runs before any record. An entry leaves it when no record
 // to come can ask for it (sweep): the watermark goes back only in an abort.
@@ -42,21 +45,60 @@ type joinKeysOf struct{}
 
 // keysOf returns the joinKeys of st, the join store named name, making it
 // with a scan of st if st has none.
-func keysOf(st *store.Staged, name string) (*joinKeys, error) {
+//
+// The scan also puts the store's records in the layout the join reads
+// (layout.RekeyJoin): the records of a store written before segments, or
+// in segments of another width (the join's window changed), move to their
+// keys in segments of width seg; and a store of an inner side (outer
+// false) loses the x entries that only an outer side reads (written
+// before segments, or while the side was outer). The moves are writes of
+// the transaction, as a record's are; an abort drops them with the
+// joinKeys, and the next scan makes them again.
+func keysOf(st *store.Staged, name string, seg int64, outer bool) (*joinKeys, error) {
 	if jk, ok := st.Attached(joinKeysOf{}).(*joinKeys); ok {
 		return jk, nil
 	}
 	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]int64{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
-	err := st.Range([]byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(k, _ []byte) error {
-		kb, ts, err := layout.ParseJoinKey(k)
-		if err != nil {
-			return fmt.Errorf("store %s: %w", name, err)
-		}
-		jk.add(kb, k[:len(k)-8], ts)
-		return nil
-	})
-	if err != nil {
+	type move struct{ from, to, val []byte }
+	var moves []move
+	scan := func(prefix byte) error {
+		return st.Range([]byte{prefix}, []byte{prefix + 1}, func(k, v []byte) error {
+			kb, ts, err := layout.ParseJoinKey(k)
+			if err != nil {
+				return fmt.Errorf("store %s: %w", name, err)
+			}
+			nk, moved := layout.RekeyJoin(k, seg)
+			if moved {
+				moves = append(moves, move{bytes.Clone(k), nk, bytes.Clone(v)})
+			}
+			jk.add(kb, nk[:len(nk)-8], ts)
+			return nil
+		})
+	}
+	if err := scan(layout.WindowData); err != nil {
 		return nil, err
+	}
+	if err := scan(layout.JoinRecord); err != nil {
+		return nil, err
+	}
+	for _, m := range moves {
+		if err := st.Delete(m.from); err != nil {
+			return nil, err
+		}
+		if err := st.Put(m.to, m.val); err != nil {
+			return nil, err
+		}
+	}
+	if !outer {
+		index, err := DueIndex(st, layout.WindowExpire, math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return nil, err
+		}
+		for _, ik := range index {
+			if err := st.Delete(ik); err != nil {
+				return nil, err
+			}
+		}
 	}
 	st.Attach(joinKeysOf{}, jk)
 	return jk, nil
@@ -88,10 +130,10 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 
 // sweep drops, once the watermark wm has moved step since the last sweep,
 // the pairs no record can be stored at any more (late: ts+lateAfter <= wm)
-// and the keys no record of the other side can join any more (their
-// records' removal is due: ts+closeAfter <= wm, closeAfter being the
-// whole span of the join window and its grace, so that ts is below every
-// timestamp an on-time record of the other side joins).
+// and the keys no record of the other side can join any more
+// (ts+closeAfter <= wm, closeAfter being the whole span of the join window
+// and its grace, so that ts is below every timestamp an on-time record of
+// the other side joins).
 func (jk *joinKeys) sweep(wm, step, lateAfter, closeAfter int64) {
 	if wm < jk.swept+step {
 		return

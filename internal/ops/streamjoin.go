@@ -27,9 +27,10 @@ type StreamJoinConfig[K, Own, Other, V any] struct {
 	// removed at ts+CloseAfter.
 	LateAfter, CloseAfter int64
 	// Outer emits the own records that joined nothing when they are
-	// removed, with ok=false.
-	Outer bool
-	Join  func(k K, own Own, other Other, ok bool) V
+	// removed, with ok=false; OtherOuter says whether the other side
+	// does, and so needs to know which of its records joined.
+	Outer, OtherOuter bool
+	Join              func(k K, own Own, other Other, ok bool) V
 }
 
 // StreamJoinSide is the runtime of one side of a stream–stream join: it
@@ -39,8 +40,15 @@ type StreamJoinConfig[K, Own, Other, V any] struct {
 type StreamJoinSide[K, Own, Other, V any] struct {
 	cfg StreamJoinConfig[K, Own, Other, V]
 
-	ctx       exec.Context
-	st, ost   *store.Staged
+	ctx     exec.Context
+	st, ost *store.Staged
+
+	// seg is the width of the stores' segments (joinSegment).
+	seg int64
+	// firstSeg is the start of the own store's first segment,
+	// math.MaxInt64 if it has none, math.MinInt64 if not known.
+	firstSeg int64
+	// nextClose is the earliest time an x entry of an outer side is due.
 	nextClose int64
 
 	// sweepStep is how far the watermark moves between sweeps of the
@@ -60,9 +68,24 @@ func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	// bound or the join's span, and half a bound more, so it costs a few
 	// visits over its life.
 	p.sweepStep = max(p.cfg.LateAfter/2, 1)
-	var err error
-	p.nextClose, err = FirstIndex(p.st, layout.WindowExpire, math.MinInt64)
-	return err
+	p.seg = joinSegment(p.cfg.CloseAfter)
+	p.firstSeg, p.nextClose = math.MinInt64, math.MinInt64
+	return nil
+}
+
+// joinSegment is the width of a join store's segments, for records removed
+// closeAfter after their timestamp: as wide as that span, so that a
+// record's range over the other side (at most the span wide) meets at
+// most two segments, and a record stays at most twice the span.
+func joinSegment(closeAfter int64) int64 { return max(closeAfter, 1) }
+
+// keys returns the joinKeys of the own and the other store.
+func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err error) {
+	if own, err = keysOf(p.st, p.cfg.OwnStore, p.seg, p.cfg.Outer); err != nil {
+		return nil, nil, err
+	}
+	other, err = keysOf(p.ost, p.cfg.OtherStore, p.seg, p.cfg.OtherOuter)
+	return own, other, err
 }
 
 // seqAt is the sequence number of a new own record of the key whose
@@ -78,12 +101,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 // from 0 up and removed together), and the record gets 0 without the
 // iterator a range needs, which cost more than the rest of storing the
 // record.
-func (p *StreamJoinSide[K, Own, Other, V]) seqAt(kb []byte, ts int64) (int64, error) {
-	own, err := keysOf(p.st, p.cfg.OwnStore)
-	if err != nil {
-		return 0, err
-	}
-	k0 := layout.JoinKey(kb, ts, 0)
+func (p *StreamJoinSide[K, Own, Other, V]) seqAt(own *joinKeys, kb []byte, segStart, ts int64) (int64, error) {
+	k0 := layout.JoinKey(kb, segStart, ts, 0)
 	if !own.add(kb, k0[:len(k0)-8], ts) {
 		return 0, nil
 	}
@@ -91,8 +110,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) seqAt(kb []byte, ts int64) (int64, er
 		return 0, err
 	}
 	seq := int64(0)
-	start, end := layout.JoinRange(kb, ts, ts)
-	err = p.st.Range(start, end, func(k, _ []byte) error {
+	start, end := layout.JoinRange(kb, segStart, ts, ts)
+	err := p.st.Range(start, end, func(k, _ []byte) error {
 		seq = layout.JoinSeq(k) + 1
 		return nil
 	})
@@ -126,21 +145,27 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		val []byte
 	}
 	var matches []match
-	other, err := keysOf(p.ost, p.cfg.OtherStore)
+	own, other, err := p.keys()
 	if err != nil {
 		return err
 	}
 	if other.mayHold(kb) {
-		start, end := layout.JoinRange(kb, from, to)
-		if err := p.ost.Range(start, end, func(ok, ov []byte) error {
-			matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
-			return nil
-		}); err != nil {
-			return err
+		last := layout.JoinSegment(to, p.seg)
+		for seg := layout.JoinSegment(from, p.seg); ; seg += p.seg {
+			start, end := layout.JoinRange(kb, seg, from, to)
+			if err := p.ost.Range(start, end, func(ok, ov []byte) error {
+				matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
+				return nil
+			}); err != nil {
+				return err
+			}
+			if seg == last {
+				break
+			}
 		}
 	}
 	flags := byte(0)
-	own := r.Value.(Own)
+	ownV := r.Value.(Own)
 	for _, m := range matches {
 		if len(m.val) < 1 {
 			return fmt.Errorf("store %s: %w: join record of %d bytes", p.cfg.OtherStore, window.ErrCorrupt, len(m.val))
@@ -149,38 +174,67 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		if err != nil {
 			return fmt.Errorf("store %s: value: %w", p.cfg.OtherStore, err)
 		}
-		flags = layout.JoinJoined
-		if m.val[0]&layout.JoinJoined == 0 {
+		// Only an outer side reads the flag: an inner side's records
+		// keep 0, and are not written again when they join.
+		if p.cfg.Outer {
+			flags = layout.JoinJoined
+		}
+		if p.cfg.OtherOuter && m.val[0]&layout.JoinJoined == 0 {
 			m.val[0] |= layout.JoinJoined
 			if err := p.ost.Put(m.key, m.val); err != nil {
 				return err
 			}
 		}
 		out := r
-		out.Value = p.cfg.Join(k, own, ov, true)
+		out.Value = p.cfg.Join(k, ownV, ov, true)
 		out.Timestamp = max(ts, layout.JoinTime(m.key))
 		if err := p.ctx.Forward(out); err != nil {
 			return err
 		}
 	}
-	seq, err := p.seqAt(kb, ts)
+	segStart := layout.JoinSegment(ts, p.seg)
+	seq, err := p.seqAt(own, kb, segStart, ts)
 	if err != nil {
 		return err
 	}
-	key := layout.JoinKey(kb, ts, seq)
-	closes := ts + p.cfg.CloseAfter
+	key := layout.JoinKey(kb, segStart, ts, seq)
 	if err := p.st.Put(key, append([]byte{flags}, vb...)); err != nil {
 		return err
 	}
+	p.firstSeg = min(p.firstSeg, segStart)
+	if !p.cfg.Outer {
+		return nil
+	}
+	closes := ts + p.cfg.CloseAfter
 	p.nextClose = min(p.nextClose, closes)
-	return p.st.Put(layout.IndexKey(layout.WindowExpire, closes, key), layout.IndexValue)
+	return p.st.Put(layout.JoinIndexKey(closes, key), layout.IndexValue)
 }
 
-// OnWatermark removes the own records no on-time record can join any more,
-// emitting the unjoined ones of an outer side, in (time, key) order.
+// OnWatermark removes the own records no on-time record can join any more:
+// an outer side's as each is due, emitting the unjoined ones in (time,
+// key) order, then every side's segments whose every record is due.
 func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
-	if own, ok := p.st.Attached(joinKeysOf{}).(*joinKeys); ok {
-		own.sweep(wm, p.sweepStep, p.cfg.LateAfter, p.cfg.CloseAfter)
+	own, _, err := p.keys()
+	if err != nil {
+		return err
+	}
+	own.sweep(wm, p.sweepStep, p.cfg.LateAfter, p.cfg.CloseAfter)
+	if p.cfg.Outer {
+		if err := p.close(wm); err != nil {
+			return err
+		}
+	}
+	return p.drop(wm)
+}
+
+// close removes the records of an outer side that are due at wm, emitting
+// the ones that joined nothing.
+func (p *StreamJoinSide[K, Own, Other, V]) close(wm int64) error {
+	if p.nextClose == math.MinInt64 {
+		var err error
+		if p.nextClose, err = FirstIndex(p.st, layout.WindowExpire, math.MinInt64); err != nil {
+			return err
+		}
 	}
 	if wm < p.nextClose {
 		return nil
@@ -198,20 +252,12 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 		if err := p.st.Delete(ik); err != nil {
 			return err
 		}
-		// The record's key is made in ik's place (DueIndex's copy,
-		// deleted): a key of its own, which a key serde that decodes
-		// without copying may hand on, without an allocation per
-		// record.
-		key := ik[8:]
-		key[0] = layout.WindowData
-		// An inner side emits nothing for its closed records: their
-		// values need not be read.
-		var val []byte
-		ok := false
-		if p.cfg.Outer {
-			if val, ok, err = p.st.Get(key); err != nil {
-				return err
-			}
+		// A key of its own, which a key serde that decodes without
+		// copying may hand on.
+		key := layout.JoinKeyOfIndex(ik, p.seg)
+		val, ok, err := p.st.Get(key)
+		if err != nil {
+			return err
 		}
 		if err := p.st.Delete(key); err != nil {
 			return err
@@ -226,6 +272,9 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 		k, err := p.cfg.Key.Decode(kb)
 		if err != nil {
 			return fmt.Errorf("store %s: key: %w", p.cfg.OwnStore, err)
+		}
+		if len(val) < 1 {
+			return fmt.Errorf("store %s: %w: join record of %d bytes", p.cfg.OwnStore, window.ErrCorrupt, len(val))
 		}
 		v, err := p.cfg.OwnValue.Decode(val[1:])
 		if err != nil {
@@ -242,7 +291,42 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	return err
 }
 
-// OnAbort forgets the bound of the next removal, as the window runtime's
-// OnAbort does: the aborted transaction may have lowered it. (The stores'
-// Abort drops their joinKeys.)
-func (p *StreamJoinSide[K, Own, Other, V]) OnAbort() { p.nextClose = math.MinInt64 }
+// drop removes the own store's segments whose every record is due at wm:
+// those that start at or before wm-CloseAfter-(seg-1).
+func (p *StreamJoinSide[K, Own, Other, V]) drop(wm int64) error {
+	if p.firstSeg == math.MinInt64 {
+		var err error
+		if p.firstSeg, err = FirstIndex(p.st, layout.JoinRecord, math.MinInt64); err != nil {
+			return err
+		}
+	}
+	// The segment at s is due at s+seg-1+CloseAfter; computed as a
+	// difference from wm, which cannot overflow once wm is past it.
+	if p.firstSeg == math.MaxInt64 || wm < p.firstSeg {
+		return nil
+	}
+	if uint64(wm-p.firstSeg) < uint64(p.cfg.CloseAfter)+uint64(p.seg-1) {
+		return nil
+	}
+	cut := wm - p.cfg.CloseAfter - (p.seg - 1) // at or after firstSeg
+	// As close's: the scan starts at the first segment, not over the
+	// records removed earlier in the transaction.
+	due, err := DueIndex(p.st, layout.JoinRecord, p.firstSeg, cut)
+	if err != nil {
+		return err
+	}
+	for _, k := range due {
+		if err := p.st.Delete(k); err != nil {
+			return err
+		}
+	}
+	p.firstSeg, err = FirstIndex(p.st, layout.JoinRecord, cut+1)
+	return err
+}
+
+// OnAbort forgets the first segment and the next removal, as the window
+// runtime's OnAbort does: the aborted transaction may have lowered them.
+// (The stores' Abort drops their joinKeys.)
+func (p *StreamJoinSide[K, Own, Other, V]) OnAbort() {
+	p.firstSeg, p.nextClose = math.MinInt64, math.MinInt64
+}

@@ -15,17 +15,22 @@ import (
 // joinSides returns the two sides of an outer join of strings in a
 // window of 10ms before and after, no grace, as topology builds them.
 func joinSides() (left *StreamJoinSide[string, string, string, string], right *StreamJoinSide[string, string, string, string]) {
+	return joinSidesOf(true)
+}
+
+// joinSidesOf is joinSides, outer or inner.
+func joinSidesOf(outer bool) (left *StreamJoinSide[string, string, string, string], right *StreamJoinSide[string, string, string, string]) {
 	const before, after, grace = 10, 10, 0
 	join := func(k, l string, lok bool, r string, rok bool) string {
 		return fmt.Sprintf("%v:%s+%v:%s", lok, l, rok, r)
 	}
 	left = NewStreamJoinSide(StreamJoinConfig[string, string, string, string]{OwnStore: "j-left", OtherStore: "j-right",
 		Key: serde.String, OwnValue: serde.String, OtherValue: serde.String,
-		Lo: -after, Hi: before, LateAfter: after + grace, CloseAfter: before + after + grace, Outer: true,
+		Lo: -after, Hi: before, LateAfter: after + grace, CloseAfter: before + after + grace, Outer: outer, OtherOuter: outer,
 		Join: func(k, own, other string, ok bool) string { return join(k, own, true, other, ok) }})
 	right = NewStreamJoinSide(StreamJoinConfig[string, string, string, string]{OwnStore: "j-right", OtherStore: "j-left",
 		Key: serde.String, OwnValue: serde.String, OtherValue: serde.String,
-		Lo: -before, Hi: after, LateAfter: before + grace, CloseAfter: before + after + grace, Outer: true,
+		Lo: -before, Hi: after, LateAfter: before + grace, CloseAfter: before + after + grace, Outer: outer, OtherOuter: outer,
 		Join: func(k, own, other string, ok bool) string { return join(k, other, ok, own, true) }})
 	return left, right
 }
@@ -52,6 +57,11 @@ func streamJoinSteps(c *joinCtx, left, right *StreamJoinSide[string, string, str
 		return errorsJoin(left.OnWatermark(c.wm), right.OnWatermark(c.wm))
 	}, rec(left, "late", "l", 990))
 	return steps
+}
+
+// joinKeyAt is the key of joinSides' record seq of k at ts.
+func joinKeyAt(k string, ts, seq int64) []byte {
+	return layout.JoinKey([]byte(k), layout.JoinSegment(ts, joinSegment(20)), ts, seq)
 }
 
 func errorsJoin(errs ...error) error {
@@ -94,7 +104,7 @@ func TestStreamJoinSideEveryKey(t *testing.T) {
 	var fars []far
 	for i, k := range testkeys.All() {
 		ts := int64(100+i%7) + 50
-		fars = append(fars, far{string(layout.IndexKey(layout.WindowExpire, ts+20, layout.JoinKey([]byte(k), ts, 0))), fmt.Sprintf("%s=false:+true:far@%d", k, ts)})
+		fars = append(fars, far{string(layout.JoinIndexKey(ts+20, joinKeyAt(k, ts, 0))), fmt.Sprintf("%s=false:+true:far@%d", k, ts)})
 	}
 	slices.SortFunc(fars, func(a, b far) int { return strings.Compare(a.ik, b.ik) })
 	for _, f := range fars {
@@ -132,12 +142,12 @@ func TestStreamJoinSideKeysAndSeq(t *testing.T) {
 		c.runTxns(t, steps, 1, func(int) bool { return false }, left, right)
 		st := c.stores["j-left"]
 		for seq, v := range []string{"a", "b"} {
-			key := layout.JoinKey([]byte(k), 7, int64(seq))
+			key := joinKeyAt(k, 7, int64(seq))
 			b, ok, err := st.Get(key)
 			if err != nil || !ok || string(b) != "\x01"+v {
 				t.Fatalf("key of %d bytes: record %d is %q %v %v, want joined %q", len(k), seq, b, ok, err, v)
 			}
-			if _, ok, _ := st.Get(layout.IndexKey(layout.WindowExpire, 27, key)); !ok {
+			if _, ok, _ := st.Get(layout.JoinIndexKey(27, key)); !ok {
 				t.Fatalf("key of %d bytes: record %d has no removal at 27", len(k), seq)
 			}
 			kb, ts, err := layout.ParseJoinKey(key)

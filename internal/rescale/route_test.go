@@ -1,6 +1,7 @@
 package rescale_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -59,9 +60,15 @@ var builders = map[layout.StoreKind]map[byte]build{
 		},
 	},
 	layout.KindJoin: {
-		layout.WindowData: func(kb []byte, at, seq int64) []byte { return layout.JoinKey(kb, at, seq) },
+		layout.JoinRecord: func(kb []byte, at, seq int64) []byte {
+			return layout.JoinKey(kb, layout.JoinSegment(at, 60_000), at, seq)
+		},
 		layout.WindowExpire: func(kb []byte, at, seq int64) []byte {
-			return layout.IndexKey(layout.WindowExpire, at, layout.JoinKey(kb, at, seq))
+			return layout.JoinIndexKey(at+60_000, layout.JoinKey(kb, layout.JoinSegment(at, 60_000), at, seq))
+		},
+		// A record of the layout before segments.
+		layout.WindowData: func(kb []byte, at, seq int64) []byte {
+			return binary.BigEndian.AppendUint64(layout.AppendTime(layout.WindowKeyPrefix(kb), at), uint64(seq))
 		},
 	},
 	layout.KindState: {
