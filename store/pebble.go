@@ -332,6 +332,17 @@ func (p *Pebble) wrote() {
 	}
 }
 
+// batchSize is a bound on the bytes of a Pebble batch of ws and a
+// checkpoint: its header, and each write's kind, lengths (varints of at
+// most 5 bytes: no key or value reaches 4 GiB), prefixed key and value.
+func batchSize(ws []Write) int {
+	n := 12 + 1 + 5 + len(checkpointKey) + 5 + 8
+	for _, w := range ws {
+		n += 1 + 5 + 1 + len(w.Key) + 5 + len(w.Value)
+	}
+	return n
+}
+
 // Apply writes ws and checkpoint in one batch (invariant 2).
 func (p *Pebble) Apply(ws []Write, checkpoint int64) error {
 	if checkpoint < NoCheckpoint {
@@ -345,7 +356,9 @@ func (p *Pebble) Apply(ws []Write, checkpoint int64) error {
 	if len(ws) == 0 && checkpoint == NoCheckpoint {
 		return nil
 	}
-	b := p.db.NewBatch()
+	// The batch is made as large as the writes at once: grown by
+	// doubling, a commit of many writes copied its bytes twice over.
+	b := p.db.NewBatchWithSize(batchSize(ws))
 	defer b.Close()
 	// Deferred ops encode the prefixed key straight into the batch: no key
 	// buffer, no allocation per write.
