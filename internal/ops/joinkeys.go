@@ -13,13 +13,14 @@ import (
 // joinKeys is what a stream join keeps in memory about the records one
 // side's store holds, attached to the store (store.Staged.Attach) so that
 // both sides read it: a hash of each stored record's key, and of its key
-// and timestamp, each with the largest timestamp it was stored at.
+// and timestamp: with the key, the smallest and largest timestamps it was
+// stored at; with the pair, the timestamp.
 //
-//   - The other side asks it whether the store may hold a record of a key
-//     (mayHold) before it ranges over the key's records: most records of a
-//     join find none of their key on the other side, and the range is the
-//     most costly step of a record (a seek through every level of the
-//     store on disk).
+//   - The other side asks it for the times of the records of a key the
+//     store may hold (held) before it ranges over the key's records: most
+//     records of a join find none of their key in range on the other side,
+//     and the range is the most costly step of a record (a seek through
+//     every level of the store on disk, one per segment it meets).
 //   - The side that owns the store asks it whether it may hold a record of
 //     a key and timestamp before it reads the store for the record's
 //     sequence number (StreamJoinSide.seqAt): nearly every record is the
@@ -35,7 +36,7 @@ import (
 // to come can ask for it (sweep): the watermark goes back only in an abort.
 type joinKeys struct {
 	seed  maphash.Seed
-	keys  map[uint64]int64 // hash of a key → its largest timestamp stored
+	keys  map[uint64]heldTimes // hash of a key → the times of its records
 	pairs map[uint64]int64 // hash of a key and timestamp → the timestamp
 	swept int64            // the watermark of the last sweep
 }
@@ -58,7 +59,7 @@ func keysOf(st *store.Staged, name string, seg int64, outer bool) (*joinKeys, er
 	if jk, ok := st.Attached(joinKeysOf{}).(*joinKeys); ok {
 		return jk, nil
 	}
-	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]int64{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
+	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]heldTimes{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -104,11 +105,17 @@ func keysOf(st *store.Staged, name string, seg int64, outer bool) (*joinKeys, er
 	return jk, nil
 }
 
-// mayHold says whether the store may hold a record of the key whose
-// encoding is kb.
-func (jk *joinKeys) mayHold(kb []byte) bool {
-	_, ok := jk.keys[maphash.Bytes(jk.seed, kb)]
-	return ok
+// heldTimes bounds the timestamps of a key's stored records: none is
+// below lo or above hi. lo is the smallest added since the key's entry was
+// made and is not raised when records go: those below the records a
+// record to come joins are out of its range anyway.
+type heldTimes struct{ lo, hi int64 }
+
+// held returns the bounds of the timestamps of the records the store may
+// hold of the key whose encoding is kb, and ok=false if it holds none.
+func (jk *joinKeys) held(kb []byte) (heldTimes, bool) {
+	t, ok := jk.keys[maphash.Bytes(jk.seed, kb)]
+	return t, ok
 }
 
 // add notes a record of the key whose encoding is kb at ts, where at is
@@ -117,8 +124,10 @@ func (jk *joinKeys) mayHold(kb []byte) bool {
 // before.
 func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 	h := maphash.Bytes(jk.seed, kb)
-	if was, ok := jk.keys[h]; !ok || was < ts {
-		jk.keys[h] = ts
+	if t, ok := jk.keys[h]; !ok {
+		jk.keys[h] = heldTimes{ts, ts}
+	} else if ts < t.lo || ts > t.hi {
+		jk.keys[h] = heldTimes{min(t.lo, ts), max(t.hi, ts)}
 	}
 	h = maphash.Bytes(jk.seed, at)
 	was, before := jk.pairs[h]
@@ -144,8 +153,8 @@ func (jk *joinKeys) sweep(wm, step, lateAfter, closeAfter int64) {
 			delete(jk.pairs, h)
 		}
 	}
-	for h, ts := range jk.keys {
-		if ts+closeAfter <= wm {
+	for h, t := range jk.keys {
+		if t.hi+closeAfter <= wm {
 			delete(jk.keys, h)
 		}
 	}

@@ -149,9 +149,10 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	if err != nil {
 		return err
 	}
-	if other.mayHold(kb) {
-		last := layout.JoinSegment(to, p.seg)
-		for seg := layout.JoinSegment(from, p.seg); ; seg += p.seg {
+	// Only the segments that may hold records of the key in range.
+	if held, ok := other.held(kb); ok && held.lo <= to && held.hi >= from {
+		last := layout.JoinSegment(min(to, held.hi), p.seg)
+		for seg := layout.JoinSegment(max(from, held.lo), p.seg); ; seg += p.seg {
 			start, end := layout.JoinRange(kb, seg, from, to)
 			if err := p.ost.Range(start, end, func(ok, ov []byte) error {
 				matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
@@ -159,7 +160,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 			}); err != nil {
 				return err
 			}
-			if seg == last {
+			if seg >= last { // (not seg <= last in the loop's head: seg+p.seg may wrap)
 				break
 			}
 		}
