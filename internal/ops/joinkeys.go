@@ -23,7 +23,7 @@ import (
 //     every level of the store on disk, one per segment it meets).
 //   - The side that owns the store asks it whether it may hold a record of
 //     a key and timestamp before it reads the store for the record's
-//     sequence number (StreamJoinSide.seqAt): nearly every record is the
+//     sequence number (StreamJoinSide.keyAt): nearly every record is the
 //     first of its key and timestamp.
 //
 // It may hold keys and pairs that no stored record has (a unit rolled

@@ -88,8 +88,9 @@ func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err err
 	return own, other, err
 }
 
-// seqAt is the sequence number of a new own record of the key whose
-// encoding is kb, at ts: one past the largest stored, so that the records
+// keyAt is the key of a new own record of the key whose encoding is kb,
+// at ts, in the segment at segStart. Its sequence number is one past the
+// largest stored, so that the records
 // of a key and timestamp keep their arrival order. It depends on the
 // stored records only, not on a counter in memory, so that the replay of
 // an aborted transaction, or a restart, numbers them as the first run did
@@ -101,13 +102,13 @@ func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err err
 // from 0 up and removed together), and the record gets 0 without the
 // iterator a range needs, which cost more than the rest of storing the
 // record.
-func (p *StreamJoinSide[K, Own, Other, V]) seqAt(own *joinKeys, kb []byte, segStart, ts int64) (int64, error) {
+func (p *StreamJoinSide[K, Own, Other, V]) keyAt(own *joinKeys, kb []byte, segStart, ts int64) ([]byte, error) {
 	k0 := layout.JoinKey(kb, segStart, ts, 0)
 	if !own.add(kb, k0[:len(k0)-8], ts) {
-		return 0, nil
+		return k0, nil
 	}
 	if _, ok, err := p.st.Get(k0); err != nil || !ok {
-		return 0, err
+		return k0, err
 	}
 	seq := int64(0)
 	start, end := layout.JoinRange(kb, segStart, ts, ts)
@@ -115,7 +116,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) seqAt(own *joinKeys, kb []byte, segSt
 		seq = layout.JoinSeq(k) + 1
 		return nil
 	})
-	return seq, err
+	return layout.JoinKey(kb, segStart, ts, seq), err
 }
 
 func (p *StreamJoinSide[K, Own, Other, V]) Close() error { return nil }
@@ -194,11 +195,10 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		}
 	}
 	segStart := layout.JoinSegment(ts, p.seg)
-	seq, err := p.seqAt(own, kb, segStart, ts)
+	key, err := p.keyAt(own, kb, segStart, ts)
 	if err != nil {
 		return err
 	}
-	key := layout.JoinKey(kb, segStart, ts, seq)
 	if err := p.st.Put(key, append([]byte{flags}, vb...)); err != nil {
 		return err
 	}
