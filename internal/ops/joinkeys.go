@@ -37,8 +37,8 @@ import (
 type joinKeys struct {
 	seed  maphash.Seed
 	keys  map[uint64]heldTimes // hash of a key → the times of its records
-	pairs map[uint64]int64 // hash of a key and timestamp → the timestamp
-	swept int64            // the watermark of the last sweep
+	pairs map[uint64]int64     // hash of a key and timestamp → the timestamp
+	swept int64                // the watermark of the last sweep
 }
 
 // joinKeysOf is the key of a store's joinKeys (store.Staged.Attach).
