@@ -22,9 +22,9 @@ import (
 // (JoinRange), in (ts, arrival) order segment after segment, and the
 // records of a segment whose every record is due are one range of keys:
 // an inner side removes them so, with no index entry of its own. An outer
-// side, which emits a record unjoined when it is due, has x, Kafka
-// Streams' time-ordered outer store: the j key without its first 9 bytes
-// after the prefix and the time the record is due.
+// side, which emits a record unjoined when it is due, also has x, Kafka
+// Streams' time-ordered outer store: the time the record is due, then its
+// j key's part after the segment's start.
 //
 // The value is one flags byte (JoinJoined, kept on an outer side only) and
 // the record's value in the side's value serde. A store written before

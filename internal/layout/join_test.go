@@ -3,6 +3,7 @@ package layout
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/sluice-streams/sluice/internal/testkeys"
@@ -68,4 +69,33 @@ func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
 		t.Fatalf("the check misses 36-byte keys; it caught %v", bad)
 	}
 	t.Logf("caught %d keys, e.g. %s", len(bad), bad[0])
+}
+
+// TestJoinSegment checks segment starts at the ends of time and at widths
+// that do not divide 2^64: the segment holds ts (ts-start < seg, in
+// uint64 arithmetic, which does not overflow), starts are seg apart, and
+// byte order of the starts is time order (AppendTime).
+func TestJoinSegment(t *testing.T) {
+	times := []int64{math.MinInt64, math.MinInt64 + 1, -60_001, -1, 0, 1, 59_999, 60_000, math.MaxInt64 - 1, math.MaxInt64}
+	widths := []int64{1, 2, 3, 7, 60_000, 1 << 40, math.MaxInt64}
+	for _, seg := range widths {
+		for _, ts := range times {
+			start := JoinSegment(ts, seg)
+			if start > ts || uint64(ts-start) >= uint64(seg) {
+				t.Fatalf("width %d: %d is in the segment at %d", seg, ts, start)
+			}
+			if again := JoinSegment(start, seg); again != start {
+				t.Fatalf("width %d: the segment at %d starts at %d", seg, start, again)
+			}
+			// The next segment, if time goes on that far, starts seg later.
+			if uint64(math.MaxInt64-start) >= uint64(seg) {
+				if next := JoinSegment(start+seg, seg); next != start+seg {
+					t.Fatalf("width %d: the segment after %d starts at %d", seg, start, next)
+				}
+			}
+			if ts > math.MinInt64 && JoinSegment(ts-1, seg) > start {
+				t.Fatalf("width %d: %d is in a later segment than %d", seg, ts-1, ts)
+			}
+		}
+	}
 }

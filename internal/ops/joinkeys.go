@@ -30,9 +30,9 @@ import (
 // back; a hash shared by two keys: the caller then reads the store), never
 // lack one of a stored record that a record to come can join or share a
 // timestamp with (a record past the join's span may stay stored until its
-// segment goes, out of every on-time record's range). A store's Abort and DropCache drop it: the next
-// caller makes it anew with a scan of the store (keysOf), after a restore,
-// which the task runs before any record. An entry leaves it when no record
+// segment goes, out of every on-time record's range). A store's Abort and
+// DropCache drop it: the next caller makes it anew with a scan of the
+// store (keysOf), after a restore, which the task runs before any record. An entry leaves it when no record
 // to come can ask for it (sweep): the watermark goes back only in an abort.
 type joinKeys struct {
 	seed  maphash.Seed

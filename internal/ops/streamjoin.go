@@ -90,11 +90,11 @@ func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err err
 
 // keyAt is the key of a new own record of the key whose encoding is kb,
 // at ts, in the segment at segStart. Its sequence number is one past the
-// largest stored, so that the records
-// of a key and timestamp keep their arrival order. It depends on the
-// stored records only, not on a counter in memory, so that the replay of
-// an aborted transaction, or a restart, numbers them as the first run did
-// (a key's records of one timestamp are removed together).
+// largest stored, so that the records of a key and timestamp keep their
+// arrival order. It depends on the stored records only, not on a counter
+// in memory, so that the replay of an aborted transaction, or a restart,
+// numbers them as the first run did (a key's records of one timestamp are
+// in one segment, and removed together).
 //
 // Nearly every record is the first of its key at its timestamp, so the
 // store's joinKeys answers first, and then a point read of sequence number
