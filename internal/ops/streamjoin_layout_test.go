@@ -60,15 +60,6 @@ func TestStreamJoinReadsOlderLayouts(t *testing.T) {
 	}
 }
 
-func newJoinRunOf(t *testing.T, outer bool) (*joinCtx, *StreamJoinSide[string, string, string, string], *StreamJoinSide[string, string, string, string]) {
-	c := newJoinCtx(t, "j-left", "j-right")
-	left, right := joinSidesOf(outer)
-	if err := errorsJoin(left.Init(c), right.Init(c)); err != nil {
-		t.Fatal(err)
-	}
-	return c, left, right
-}
-
 // layoutSteps are TestStreamJoinReadsOlderLayouts' two halves: for every
 // key, at timestamps spread over several segments of joinSides' width,
 // first a left record and a right one too far to join it; then a right

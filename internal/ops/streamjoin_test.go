@@ -74,8 +74,13 @@ func errorsJoin(errs ...error) error {
 }
 
 func newJoinRun(t *testing.T) (*joinCtx, *StreamJoinSide[string, string, string, string], *StreamJoinSide[string, string, string, string]) {
+	return newJoinRunOf(t, true)
+}
+
+// newJoinRunOf is newJoinRun, outer or inner.
+func newJoinRunOf(t *testing.T, outer bool) (*joinCtx, *StreamJoinSide[string, string, string, string], *StreamJoinSide[string, string, string, string]) {
 	c := newJoinCtx(t, "j-left", "j-right")
-	left, right := joinSides()
+	left, right := joinSidesOf(outer)
 	if err := errorsJoin(left.Init(c), right.Init(c)); err != nil {
 		t.Fatal(err)
 	}
