@@ -95,7 +95,7 @@ func ParseJoinKey(k []byte) ([]byte, int64, error) {
 }
 
 // JoinIndexKey is the key of the x entry that makes the join record with
-// key k due at at.
+// key k due at at; k may also be an x entry, of the same record.
 func JoinIndexKey(at int64, k []byte) []byte {
 	b := AppendTime(append(make([]byte, 0, len(k)), WindowExpire), at)
 	return append(b, k[9:]...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/store"
+	"github.com/sluice-streams/sluice/window"
 )
 
 // joinKeys is what a stream join keeps in memory about the records one
@@ -50,16 +51,20 @@ type joinKeysOf struct{}
 // The scan also puts the store's records in the layout the join reads
 // (layout.RekeyJoin): the records of a store written before segments, or
 // in segments of another width (the join's window changed), move to their
-// keys in segments of width seg; and a store of an inner side (outer
-// false) loses the x entries that only an outer side reads (written
-// before segments, or while the side was outer). The moves are writes of
-// the transaction, as a record's are; an abort drops them with the
-// joinKeys, and the next scan makes them again.
-func keysOf(st *store.Staged, name string, seg int64, outer bool) (*joinKeys, error) {
+// keys in the segments of a join whose records are removed closeAfter
+// after their timestamp (joinSegment). An outer side's x entries move to
+// ts+closeAfter if they were due at another time (the window changed: a
+// record must not go with its segment before its entry emits it); an
+// inner side's, which only an outer side reads (written before segments,
+// or while the side was outer), go. The moves are writes of the
+// transaction, as a record's are; an abort drops them with the joinKeys,
+// and the next scan makes them again.
+func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinKeys, error) {
 	if jk, ok := st.Attached(joinKeysOf{}).(*joinKeys); ok {
 		return jk, nil
 	}
 	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]heldTimes{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
+	seg := joinSegment(closeAfter)
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -90,13 +95,23 @@ func keysOf(st *store.Staged, name string, seg int64, outer bool) (*joinKeys, er
 			return nil, err
 		}
 	}
-	if !outer {
-		index, err := DueIndex(st, layout.WindowExpire, math.MinInt64, math.MaxInt64)
-		if err != nil {
+	index, err := DueIndex(st, layout.WindowExpire, math.MinInt64, math.MaxInt64)
+	if err != nil {
+		return nil, err
+	}
+	for _, ik := range index {
+		if len(ik) < 9+1+16 {
+			return nil, fmt.Errorf("store %s: %w: x entry of %d bytes", name, window.ErrCorrupt, len(ik))
+		}
+		due := layout.JoinTime(ik) + closeAfter
+		if outer && layout.ReadTime(ik[1:9]) == due {
+			continue
+		}
+		if err := st.Delete(ik); err != nil {
 			return nil, err
 		}
-		for _, ik := range index {
-			if err := st.Delete(ik); err != nil {
+		if outer {
+			if err := st.Put(layout.JoinIndexKey(due, ik), layout.IndexValue); err != nil {
 				return nil, err
 			}
 		}

@@ -81,10 +81,10 @@ func joinSegment(closeAfter int64) int64 { return max(closeAfter, 1) }
 
 // keys returns the joinKeys of the own and the other store.
 func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err error) {
-	if own, err = keysOf(p.st, p.cfg.OwnStore, p.seg, p.cfg.Outer); err != nil {
+	if own, err = keysOf(p.st, p.cfg.OwnStore, p.cfg.CloseAfter, p.cfg.Outer); err != nil {
 		return nil, nil, err
 	}
-	other, err = keysOf(p.ost, p.cfg.OtherStore, p.seg, p.cfg.OtherOuter)
+	other, err = keysOf(p.ost, p.cfg.OtherStore, p.cfg.CloseAfter, p.cfg.OtherOuter)
 	return own, other, err
 }
 

@@ -12,9 +12,9 @@ import (
 )
 
 // TestStreamJoinReadsOlderLayouts: a join store written before segments
-// (d records, and an inner side's x entries), or in segments of another
-// width (the join's window changed), is put in the current layout when
-// the join first reads it. A run that stops halfway, has its stores
+// (d records, and an inner side's x entries), or under another window
+// (segments of another width, an outer side's x entries due at other
+// times), is put in the current layout when the join first reads it. A run that stops halfway, has its stores
 // rewritten so, and goes on with new sides (a restart; its first
 // transaction aborted and run again) emits what a run without the stop
 // emits, and leaves nothing in its stores.
@@ -84,7 +84,8 @@ func layoutSteps(c *joinCtx, left, right *StreamJoinSide[string, string, string,
 
 // rewriteJoinStore commits st's records in an older layout: before
 // segments (d records; an inner side's x entries, which only an outer
-// side has now), or in segments 7 wide. It returns how many it moved.
+// side has now), or those of a longer window (segments 7 wide, an outer
+// side's x entries due later). It returns how many it moved.
 func rewriteJoinStore(t *testing.T, st *store.Staged, rewrite string, outer bool) int {
 	t.Helper()
 	type kv struct{ k, v []byte }
@@ -108,6 +109,18 @@ func rewriteJoinStore(t *testing.T, st *store.Staged, rewrite string, outer bool
 			}
 		default:
 			nk = append(layout.AppendTime([]byte{layout.JoinRecord}, layout.JoinSegment(layout.JoinTime(r.k), 7)), r.k[9:]...)
+			if outer {
+				// Due after the run's last watermark, as under a
+				// longer window: left so, the record would go with
+				// its segment, never emitted.
+				ts := layout.JoinTime(r.k)
+				if err := st.Delete(layout.JoinIndexKey(ts+20, r.k)); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Put(layout.JoinIndexKey(ts+5000, r.k), layout.IndexValue); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		if err := st.Delete(r.k); err != nil {
 			t.Fatal(err)
