@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/topologytest"
@@ -91,6 +92,11 @@ func (o *joinOracle) add(side int, key string, ts int64, v string) {
 	}
 }
 
+// joinOracleKeys are TestStreamStreamJoinsMatchOracle's five keys, of the
+// shapes that broke layouts before: empty, one byte, a UUID, a key whose
+// length takes two bytes of uvarint, and one of 127 bytes, one short of it.
+var joinOracleKeys = []string{"", "k", testkeys.UUIDs(1)[0], testkeys.Len(130, 1), testkeys.Len(127, 2)}
+
 func TestStreamStreamJoinsMatchOracle(t *testing.T) {
 	totalLate := 0
 	defer func() {
@@ -147,7 +153,7 @@ func TestStreamStreamJoinsMatchOracle(t *testing.T) {
 					now += int64(rng.IntN(6))
 					side := rng.IntN(2)
 					ts := max(0, now-int64(rng.IntN(40)))
-					key := fmt.Sprintf("k%d", rng.IntN(5))
+					key := joinOracleKeys[rng.IntN(len(joinOracleKeys))]
 					v := fmt.Sprintf("%c%d", "lr"[side], i)
 					if err := in[side].Pipe(key, v, ts); err != nil {
 						t.Fatal(err)
