@@ -33,8 +33,9 @@ import (
 // timestamp with (a record past the join's span may stay stored until its
 // segment goes, out of every on-time record's range). A store's Abort and
 // DropCache drop it: the next caller makes it anew with a scan of the
-// store (keysOf), after a restore, which the task runs before any record. An entry leaves it when no record
-// to come can ask for it (sweep): the watermark goes back only in an abort.
+// store (keysOf), after a restore, which the task runs before any record.
+// An entry leaves it when no record to come can ask for it (sweep): the
+// watermark goes back only in an abort.
 type joinKeys struct {
 	seed  maphash.Seed
 	keys  map[uint64]heldTimes // hash of a key → the times of its records
