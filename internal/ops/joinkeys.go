@@ -13,15 +13,18 @@ import (
 
 // joinKeys is what a stream join keeps in memory about the records one
 // side's store holds, attached to the store (store.Staged.Attach) so that
-// both sides read it: a hash of each stored record's key, and of its key
-// and timestamp: with the key, the smallest and largest timestamps it was
-// stored at; with the pair, the timestamp.
+// both sides read it: a hash of each stored record's key and segment, and
+// of its key and timestamp: with the key and segment, the smallest and
+// largest timestamps the key was stored at in the segment; with the pair,
+// the timestamp.
 //
 //   - The other side asks it for the times of the records of a key the
-//     store may hold (held) before it ranges over the key's records: most
+//     store may hold in a segment (held) before it ranges over them: most
 //     records of a join find none of their key in range on the other side,
-//     and the range is the most costly step of a record (a seek through
-//     every level of the store on disk, one per segment it meets).
+//     and a range is the most costly step of a record (a seek through
+//     every level of the store on disk). A record's range meets two
+//     segments more often than not, and the key's records are in one of
+//     them more often than in both.
 //   - The side that owns the store asks it whether it may hold a record of
 //     a key and timestamp before it reads the store for the record's
 //     sequence number (StreamJoinSide.keyAt): nearly every record is the
@@ -38,7 +41,8 @@ import (
 // watermark goes back only in an abort.
 type joinKeys struct {
 	seed  maphash.Seed
-	keys  map[uint64]heldTimes // hash of a key → the times of its records
+	seg   int64                // the store's segment width (joinSegment)
+	keys  map[uint64]heldTimes // hash of a key and segment → the times of its records there
 	pairs map[uint64]int64     // hash of a key and timestamp → the timestamp
 	swept int64                // the watermark of the last sweep
 }
@@ -64,8 +68,8 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 	if jk, ok := st.Attached(joinKeysOf{}).(*joinKeys); ok {
 		return jk, nil
 	}
-	jk := &joinKeys{seed: maphash.MakeSeed(), keys: map[uint64]heldTimes{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
 	seg := joinSegment(closeAfter)
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, keys: map[uint64]heldTimes{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -121,17 +125,28 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 	return jk, nil
 }
 
-// heldTimes bounds the timestamps of a key's stored records: none is
-// below lo or above hi. lo is the smallest added since the key's entry was
-// made and is not raised when records go: those below the records a
+// heldTimes bounds the timestamps of a key's stored records in a segment:
+// none is below lo or above hi. lo is the smallest added since the entry
+// was made and is not raised when records go: those below the records a
 // record to come joins are out of its range anyway.
 type heldTimes struct{ lo, hi int64 }
 
 // held returns the bounds of the timestamps of the records the store may
-// hold of the key whose encoding is kb, and ok=false if it holds none.
-func (jk *joinKeys) held(kb []byte) (heldTimes, bool) {
-	t, ok := jk.keys[maphash.Bytes(jk.seed, kb)]
+// hold of the key whose encoding is kb in the segment at segStart, and
+// ok=false if it holds none there.
+func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
+	t, ok := jk.keys[segHash(maphash.Bytes(jk.seed, kb), segStart)]
 	return t, ok
+}
+
+// segHash is the hash of a key and segment, from the key's hash h. Two
+// pairs that share it share an entry, whose bounds then cover both: a
+// read more, never a record missed.
+func segHash(h uint64, segStart int64) uint64 {
+	x := h ^ uint64(segStart)*0x9e3779b97f4a7c15
+	x ^= x >> 31
+	x *= 0xbf58476d1ce4e5b9
+	return x ^ x>>29
 }
 
 // add notes a record of the key whose encoding is kb at ts, where at is
@@ -139,7 +154,7 @@ func (jk *joinKeys) held(kb []byte) (heldTimes, bool) {
 // says whether a record of that key and timestamp may have been stored
 // before.
 func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
-	h := maphash.Bytes(jk.seed, kb)
+	h := segHash(maphash.Bytes(jk.seed, kb), layout.JoinSegment(ts, jk.seg))
 	if t, ok := jk.keys[h]; !ok {
 		jk.keys[h] = heldTimes{ts, ts}
 	} else if ts < t.lo || ts > t.hi {

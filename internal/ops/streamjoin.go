@@ -150,20 +150,21 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	if err != nil {
 		return err
 	}
-	// Only the segments that may hold records of the key in range.
-	if held, ok := other.held(kb); ok && held.lo <= to && held.hi >= from {
-		last := layout.JoinSegment(min(to, held.hi), p.seg)
-		for seg := layout.JoinSegment(max(from, held.lo), p.seg); ; seg += p.seg {
-			start, end := layout.JoinRange(kb, seg, from, to)
+	// Only the segments that may hold records of the key in range, and
+	// in each only the times it may hold them at.
+	last := layout.JoinSegment(to, p.seg)
+	for seg := layout.JoinSegment(from, p.seg); ; seg += p.seg {
+		if held, ok := other.held(kb, seg); ok && held.lo <= to && held.hi >= from {
+			start, end := layout.JoinRange(kb, seg, max(from, held.lo), min(to, held.hi))
 			if err := p.ost.Range(start, end, func(ok, ov []byte) error {
 				matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
 				return nil
 			}); err != nil {
 				return err
 			}
-			if seg >= last { // (not seg <= last in the loop's head: seg+p.seg may wrap)
-				break
-			}
+		}
+		if seg >= last { // (not seg <= last in the loop's head: seg+p.seg may wrap)
+			break
 		}
 	}
 	flags := byte(0)
