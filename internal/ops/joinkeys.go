@@ -13,10 +13,10 @@ import (
 
 // joinKeys is what a stream join keeps in memory about the records one
 // side's store holds, attached to the store (store.Staged.Attach) so that
-// both sides read it: a hash of each stored record's key and segment, and
-// of its key and timestamp: with the key and segment, the smallest and
-// largest timestamps the key was stored at in the segment; with the pair,
-// the timestamp.
+// both sides read it. It is kept by segment, as the store is: for each
+// segment, a hash of each key stored in it, with the smallest and largest
+// timestamps the key was stored at there, and a hash of each key and
+// timestamp stored in it.
 //
 //   - The other side asks it for the times of the records of a key the
 //     store may hold in a segment (held) before it ranges over them: most
@@ -32,19 +32,23 @@ import (
 //
 // It may hold keys and pairs that no stored record has (a unit rolled
 // back; a hash shared by two keys: the caller then reads the store), never
-// lack one of a stored record that a record to come can join or share a
-// timestamp with (a record past the join's span may stay stored until its
-// segment goes, out of every on-time record's range). A store's Abort and
-// DropCache drop it: the next caller makes it anew with a scan of the
-// store (keysOf), after a restore, which the task runs before any record.
-// An entry leaves it when no record to come can ask for it (sweep): the
-// watermark goes back only in an abort.
+// lack one of a stored record. A store's Abort and DropCache drop it: the
+// next caller makes it anew with a scan of the store (keysOf), after a
+// restore, which the task runs before any record. A segment's entries
+// leave it with the segment's records (sweep), once no record to come can
+// join them or be stored beside them: the watermark goes back only in an
+// abort. Until then an entry whose records are past a record's range
+// costs that record nothing: the bounds leave them out.
 type joinKeys struct {
-	seed  maphash.Seed
-	seg   int64                // the store's segment width (joinSegment)
-	keys  map[uint64]heldTimes // hash of a key and segment → the times of its records there
-	pairs map[uint64]int64     // hash of a key and timestamp → the timestamp
-	swept int64                // the watermark of the last sweep
+	seed maphash.Seed
+	seg  int64              // the store's segment width (joinSegment)
+	segs map[int64]*segKeys // a segment's start → what it holds
+}
+
+// segKeys is what joinKeys knows of one segment.
+type segKeys struct {
+	keys  map[uint64]heldTimes // hash of a key → the times of its records
+	pairs map[uint64]struct{}  // hash of a key and timestamp
 }
 
 // joinKeysOf is the key of a store's joinKeys (store.Staged.Attach).
@@ -69,7 +73,7 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 		return jk, nil
 	}
 	seg := joinSegment(closeAfter)
-	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, keys: map[uint64]heldTimes{}, pairs: map[uint64]int64{}, swept: math.MinInt64}
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}}
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -126,27 +130,21 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 }
 
 // heldTimes bounds the timestamps of a key's stored records in a segment:
-// none is below lo or above hi. lo is the smallest added since the entry
-// was made and is not raised when records go: those below the records a
-// record to come joins are out of its range anyway.
+// none is below lo or above hi. The bounds are not narrowed when records
+// go before their segment (an outer side's, as each is due): they may
+// cover times no record is left at.
 type heldTimes struct{ lo, hi int64 }
 
 // held returns the bounds of the timestamps of the records the store may
 // hold of the key whose encoding is kb in the segment at segStart, and
 // ok=false if it holds none there.
 func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
-	t, ok := jk.keys[segHash(maphash.Bytes(jk.seed, kb), segStart)]
+	sk := jk.segs[segStart]
+	if sk == nil {
+		return heldTimes{}, false
+	}
+	t, ok := sk.keys[maphash.Bytes(jk.seed, kb)]
 	return t, ok
-}
-
-// segHash is the hash of a key and segment, from the key's hash h. Two
-// pairs that share it share an entry, whose bounds then cover both: a
-// read more, never a record missed.
-func segHash(h uint64, segStart int64) uint64 {
-	x := h ^ uint64(segStart)*0x9e3779b97f4a7c15
-	x ^= x >> 31
-	x *= 0xbf58476d1ce4e5b9
-	return x ^ x>>29
 }
 
 // add notes a record of the key whose encoding is kb at ts, where at is
@@ -154,39 +152,34 @@ func segHash(h uint64, segStart int64) uint64 {
 // says whether a record of that key and timestamp may have been stored
 // before.
 func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
-	h := segHash(maphash.Bytes(jk.seed, kb), layout.JoinSegment(ts, jk.seg))
-	if t, ok := jk.keys[h]; !ok {
-		jk.keys[h] = heldTimes{ts, ts}
+	segStart := layout.JoinSegment(ts, jk.seg)
+	sk := jk.segs[segStart]
+	if sk == nil {
+		sk = &segKeys{keys: map[uint64]heldTimes{}, pairs: map[uint64]struct{}{}}
+		jk.segs[segStart] = sk
+	}
+	h := maphash.Bytes(jk.seed, kb)
+	if t, ok := sk.keys[h]; !ok {
+		sk.keys[h] = heldTimes{ts, ts}
 	} else if ts < t.lo || ts > t.hi {
-		jk.keys[h] = heldTimes{min(t.lo, ts), max(t.hi, ts)}
+		sk.keys[h] = heldTimes{min(t.lo, ts), max(t.hi, ts)}
 	}
 	h = maphash.Bytes(jk.seed, at)
-	was, before := jk.pairs[h]
-	if !before || was < ts {
-		jk.pairs[h] = ts
+	if _, before = sk.pairs[h]; !before {
+		sk.pairs[h] = struct{}{}
 	}
 	return before
 }
 
-// sweep drops, once the watermark wm has moved step since the last sweep,
-// the pairs no record can be stored at any more (late: ts+lateAfter <= wm)
-// and the keys no record of the other side can join any more
-// (ts+closeAfter <= wm, closeAfter being the whole span of the join window
-// and its grace, so that ts is below every timestamp an on-time record of
-// the other side joins).
-func (jk *joinKeys) sweep(wm, step, lateAfter, closeAfter int64) {
-	if wm < jk.swept+step {
-		return
-	}
-	jk.swept = wm
-	for h, ts := range jk.pairs {
-		if ts+lateAfter <= wm {
-			delete(jk.pairs, h)
-		}
-	}
-	for h, t := range jk.keys {
-		if t.hi+closeAfter <= wm {
-			delete(jk.keys, h)
+// sweep drops the segments whose every record is due at wm, as the store
+// drops them (StreamJoinSide.drop): a record at ts is due at
+// ts+closeAfter, when no on-time record of the other side can join it
+// (closeAfter is the whole span of the join window and its grace) and
+// none of its own side can be stored at ts (it would be late).
+func (jk *joinKeys) sweep(wm, closeAfter int64) {
+	for s := range jk.segs {
+		if wm >= s && uint64(wm-s) >= uint64(closeAfter)+uint64(jk.seg-1) {
+			delete(jk.segs, s)
 		}
 	}
 }

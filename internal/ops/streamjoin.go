@@ -50,10 +50,6 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	firstSeg int64
 	// nextClose is the earliest time an x entry of an outer side is due.
 	nextClose int64
-
-	// sweepStep is how far the watermark moves between sweeps of the
-	// own store's joinKeys.
-	sweepStep int64
 }
 
 // NewStreamJoinSide returns the runtime of the join side cfg.
@@ -63,11 +59,6 @@ func NewStreamJoinSide[K, Own, Other, V any](cfg StreamJoinConfig[K, Own, Other,
 
 func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.cfg.OwnStore), ctx.Store(p.cfg.OtherStore)
-	// A sweep passes every entry of the own store's joinKeys, once per
-	// half a lateness bound of event time: an entry stays a lateness
-	// bound or the join's span, and half a bound more, so it costs a few
-	// visits over its life.
-	p.sweepStep = max(p.cfg.LateAfter/2, 1)
 	p.seg = joinSegment(p.cfg.CloseAfter)
 	p.firstSeg, p.nextClose = math.MinInt64, math.MinInt64
 	return nil
@@ -220,7 +211,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 	if err != nil {
 		return err
 	}
-	own.sweep(wm, p.sweepStep, p.cfg.LateAfter, p.cfg.CloseAfter)
+	own.sweep(wm, p.cfg.CloseAfter)
 	if p.cfg.Outer {
 		if err := p.close(wm); err != nil {
 			return err

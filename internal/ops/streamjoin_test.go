@@ -130,6 +130,11 @@ func TestStreamJoinSideEveryKey(t *testing.T) {
 		if keys := c.storeKeys(t, name); len(keys) != 0 {
 			t.Fatalf("store %s keeps %d keys after the watermark, e.g. %s", name, len(keys), keys[0])
 		}
+		// What a side knows of its store's segments goes with them.
+		jk, ok := c.stores[name].Attached(joinKeysOf{}).(*joinKeys)
+		if !ok || len(jk.segs) != 0 {
+			t.Fatalf("store %s: joinKeys %v, holding %d segments after the watermark, want 0", name, ok, len(jk.segs))
+		}
 	}
 }
 
