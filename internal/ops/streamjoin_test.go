@@ -132,8 +132,11 @@ func TestStreamJoinSideEveryKey(t *testing.T) {
 		}
 		// What a side knows of its store's segments goes with them.
 		jk, ok := c.stores[name].Attached(joinKeysOf{}).(*joinKeys)
-		if !ok || len(jk.segs) != 0 {
-			t.Fatalf("store %s: joinKeys %v, holding %d segments after the watermark, want 0", name, ok, len(jk.segs))
+		if !ok {
+			t.Fatalf("store %s has no joinKeys", name)
+		}
+		if len(jk.segs) != 0 {
+			t.Fatalf("store %s: joinKeys holds %d segments after the watermark, want 0", name, len(jk.segs))
 		}
 	}
 }
