@@ -44,6 +44,12 @@ type StreamJoined[K, VL, VR any] struct {
 	Left serde.Serde[VL]
 	// Right is the right side's value serde.
 	Right serde.Serde[VR]
+	// Stores are options of both sides' stores. InMemory keeps the
+	// records of the window in memory rather than in Pebble, as Kafka
+	// Streams' in-memory window store suppliers do: faster where the
+	// window fits in memory (outside state.memory.budget), restored from
+	// the changelogs whenever a task opens.
+	Stores []StoreOption
 }
 
 // JoinStreams joins the records of two streams with equal keys whose
@@ -94,8 +100,8 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 		r = repartition(r, j.Name+"-right", j.Key, j.Right)
 	}
 	retention := time.Duration(w.before+w.after+w.grace)*time.Millisecond + 24*time.Hour
-	lm := Materialized(j.Name+"-left", j.Key, j.Left)
-	rm := Materialized(j.Name+"-right", j.Key, j.Right)
+	lm := Materialized(j.Name+"-left", j.Key, j.Left, j.Stores...)
+	rm := Materialized(j.Name+"-right", j.Key, j.Right, j.Stores...)
 	for _, spec := range []*exec.Store{lm.spec, rm.spec} {
 		spec.Windowed, spec.Retention = true, retention
 		spec.Query = nil // records by time, not a key's value: not queryable

@@ -140,6 +140,25 @@ func TestNoRepartitionWithoutKeyChange(t *testing.T) {
 	}
 }
 
+func TestStreamJoinedStoreOptions(t *testing.T) {
+	tp := topology.New()
+	l := topology.From(tp, "l", serde.String, serde.String)
+	r := topology.From(tp, "r", serde.String, serde.String)
+	j := topology.JoinStreams(l, r, topology.JoinWindows(time.Minute), func(_, a, b string) string { return a + b },
+		topology.StreamJoined[string, string, string]{Name: "j", Key: serde.String, Left: serde.String, Right: serde.String,
+			Stores: []topology.StoreOption{topology.InMemory()}})
+	topology.To(j, "out", serde.String, serde.String)
+	b, err := tp.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"j-left", "j-right"} {
+		if st := b.Plan().Stores[name]; st == nil || !st.InMemory || !st.Windowed {
+			t.Errorf("store %s: %+v, want a windowed store in memory", name, st)
+		}
+	}
+}
+
 func TestMergedSourcesShareASubTopology(t *testing.T) {
 	tp := topology.New()
 	a := topology.From(tp, "a", serde.String, serde.String)
