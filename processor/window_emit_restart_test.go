@@ -59,17 +59,7 @@ func TestSessionEmitStateAcrossRestarts(t *testing.T) {
 						}
 					}
 				}
-				app, err := processor.New(build(), processor.ApplicationID(appID), processor.Brokers(addrs...), processor.StateDir(dir))
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := int64(len(phase) * len(keys))
-				if err := runUntil(app, func(a *processor.App) bool { return a.Stats().Processed.Load() >= n }); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.RemoveAll(dir); err != nil {
-					t.Fatal(err)
-				}
+				runThenWipe(t, build(), appID, addrs, dir, int64(len(phase)*len(keys)))
 			}
 			rs, err := readback.ReadCommitted(ctx, addrs, out)
 			if err != nil {
@@ -107,5 +97,22 @@ func TestSessionEmitStateAcrossRestarts(t *testing.T) {
 				t.Errorf("downstream state %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// runThenWipe runs tp as appID until it has processed n records, then
+// deletes its state directory, so that the next run has nothing but the
+// changelogs to restore from.
+func runThenWipe(t *testing.T, tp *topology.Topology, appID string, addrs []string, dir string, n int64) {
+	t.Helper()
+	app, err := processor.New(tp, processor.ApplicationID(appID), processor.Brokers(addrs...), processor.StateDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(app, func(a *processor.App) bool { return a.Stats().Processed.Load() >= n }); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
 	}
 }
