@@ -3,7 +3,6 @@ package processor_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -43,19 +42,6 @@ func TestCountWindowsAcrossRestarts(t *testing.T) {
 		}
 		return tp
 	}
-	runFor := func(records int64) {
-		t.Helper()
-		app, err := processor.New(build(), processor.ApplicationID(appID), processor.Brokers(addrs...), processor.StateDir(dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := runUntil(app, func(a *processor.App) bool { return a.Stats().Processed.Load() >= records }); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Keys a and b, values 1..7 each; restarts with wiped state in the
 	// middle of windows: after 2 (a tumbling window holds 2 of 3) and
 	// after 4 (a sliding window keeps 3 and 4 for the next firing).
@@ -67,7 +53,7 @@ func TestCountWindowsAcrossRestarts(t *testing.T) {
 				}
 			}
 		}
-		runFor(int64(2 * len(vs)))
+		runThenWipe(t, build(), appID, addrs, dir, int64(2*len(vs)))
 	}
 	read := func(topic string) map[string][]string {
 		rs, err := readback.ReadCommitted(ctx, addrs, topic)
