@@ -178,7 +178,7 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 // none of its own side can be stored at ts (it would be late).
 func (jk *joinKeys) sweep(wm, closeAfter int64) {
 	for s := range jk.segs {
-		if wm >= s && uint64(wm-s) >= uint64(closeAfter)+uint64(jk.seg-1) {
+		if segmentDue(s, jk.seg, closeAfter, wm) {
 			delete(jk.segs, s)
 		}
 	}

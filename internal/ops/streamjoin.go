@@ -293,12 +293,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) drop(wm int64) error {
 			return err
 		}
 	}
-	// The segment at s is due at s+seg-1+CloseAfter; computed as a
-	// difference from wm, which cannot overflow once wm is past it.
-	if p.firstSeg == math.MaxInt64 || wm < p.firstSeg {
-		return nil
-	}
-	if uint64(wm-p.firstSeg) < uint64(p.cfg.CloseAfter)+uint64(p.seg-1) {
+	if p.firstSeg == math.MaxInt64 || !segmentDue(p.firstSeg, p.seg, p.cfg.CloseAfter, wm) {
 		return nil
 	}
 	cut := wm - p.cfg.CloseAfter - (p.seg - 1) // at or after firstSeg
@@ -315,6 +310,14 @@ func (p *StreamJoinSide[K, Own, Other, V]) drop(wm int64) error {
 	}
 	p.firstSeg, err = FirstIndex(p.st, layout.JoinRecord, cut+1)
 	return err
+}
+
+// segmentDue reports whether every record of the segment at segStart, of
+// width seg, is due at wm: the segment's last timestamp, segStart+seg-1,
+// plus closeAfter. It is computed as a difference from wm, which cannot
+// overflow once wm is past segStart.
+func segmentDue(segStart, seg, closeAfter, wm int64) bool {
+	return wm >= segStart && uint64(wm-segStart) >= uint64(closeAfter)+uint64(seg-1)
 }
 
 // OnAbort forgets the first segment and the next removal, as the window
