@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -475,9 +474,13 @@ func (h *harness) unexpectedExit(ev exitEvent) {
 }
 
 // waitFinished waits, until finishBy at the latest, for the group to have
-// committed all of the input and for every output and internal topic to
-// stop growing. Not finishing is an error, but the check still runs, since
-// its report says what is missing.
+// committed all of the input, to have consumed every record of its
+// repartition topics, and for every output and internal topic to stop
+// growing. The outputs alone may stop growing while records wait: a
+// partition assigned to a member that was killed during the rebalance has
+// no consumer until the coordinator gives up on that member. Not finishing
+// is an error, but the check still runs, since its report says what is
+// missing.
 func (h *harness) waitFinished(finishBy time.Time, input string, outputs []string) {
 	t := h.t
 	t.Helper()
@@ -504,18 +507,21 @@ func (h *harness) waitFinished(finishBy time.Time, input string, outputs []strin
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		lag, ends, err := h.progress(ctx, adm, input, outputs)
+		lag, waiting, ends, err := h.progress(ctx, adm, input, outputs)
 		cancel()
 		if err != nil {
 			lastState = err.Error()
 			continue
 		}
-		lastState = fmt.Sprintf("input lag %d", lag)
-		if time.Since(lastLog) > 10*time.Second {
-			t.Logf("waiting for the run to finish: %s", lastState)
+		state := fmt.Sprintf("input lag %d, %d repartition partitions with records waiting", lag, waiting)
+		// Every change once the input is committed, when the run is
+		// nearly over and a stall says most.
+		if time.Since(lastLog) > 10*time.Second || lag == 0 && state != lastState {
+			t.Logf("waiting for the run to finish: %s", state)
 			lastLog = time.Now()
 		}
-		if lag != 0 || !maps.Equal(ends, last) {
+		lastState = state
+		if lag != 0 || waiting != 0 || !maps.Equal(ends, last) {
 			last, stableAt = ends, time.Time{}
 			continue
 		}
@@ -523,7 +529,7 @@ func (h *harness) waitFinished(finishBy time.Time, input string, outputs []strin
 			stableAt = time.Now()
 		}
 		if time.Since(stableAt) >= stableFor {
-			t.Logf("finished: input committed, outputs stable for %v", stableFor)
+			t.Logf("finished: input committed, repartition topics consumed, outputs stable for %v", stableFor)
 			return
 		}
 	}
@@ -531,23 +537,18 @@ func (h *harness) waitFinished(finishBy time.Time, input string, outputs []strin
 }
 
 // progress returns how far the group's committed offsets are behind the
-// input's end, and the end offsets of every topic the application writes.
-func (h *harness) progress(ctx context.Context, adm *kadm.Client, input string, outputs []string) (int64, map[string]int64, error) {
+// input's end, how many partitions of its repartition topics hold records
+// it has not consumed, and the end offsets of every topic the application
+// writes.
+func (h *harness) progress(ctx context.Context, adm *kadm.Client, input string, outputs []string) (lag int64, waiting int, ends map[string]int64, err error) {
 	inEnds, err := listOffsets(ctx, adm.ListEndOffsets, []string{input})
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	committed, err := adm.FetchOffsets(ctx, h.appID)
-	if err == nil {
-		err = committed.Error()
-	}
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		committed, err = nil, nil
-	}
+	committed, err := groupOffsets(ctx, adm, h.appID)
 	if err != nil {
-		return 0, nil, fmt.Errorf("fetching committed offsets: %w", err)
+		return 0, 0, nil, err
 	}
-	var lag int64
 	for p, end := range inEnds[input] {
 		at := int64(0)
 		if o, ok := committed.Lookup(input, p); ok && o.At > 0 {
@@ -559,24 +560,37 @@ func (h *harness) progress(ctx context.Context, adm *kadm.Client, input string, 
 	written := slices.Clone(outputs)
 	tds, err := adm.ListTopics(ctx)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
+	var reparts []string
 	for _, name := range tds.Names() {
 		if strings.HasPrefix(name, h.appID+"-") {
 			written = append(written, name)
+			if strings.HasSuffix(name, "-repartition") {
+				reparts = append(reparts, name)
+			}
+		}
+	}
+	if lag == 0 && len(reparts) > 0 {
+		unread, err := unconsumed(ctx, h.addrs, adm, h.appID, reparts...)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		for _, ps := range unread {
+			waiting += len(ps)
 		}
 	}
 	outEnds, err := listOffsets(ctx, adm.ListEndOffsets, written)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
-	ends := make(map[string]int64)
+	ends = make(map[string]int64)
 	for topic, ps := range outEnds {
 		for p, o := range ps {
 			ends[fmt.Sprintf("%s/%d", topic, p)] = o
 		}
 	}
-	return lag, ends, nil
+	return lag, waiting, ends, nil
 }
 
 // stopAll asks every instance to shut down and waits for them. A graceful

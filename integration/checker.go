@@ -457,7 +457,7 @@ func CheckBillingFork(ctx context.Context, addrs []string, topics Topics, input 
 	checkAcceptedComplete(&rep, bills, byBill)
 	checkTotals(&rep, topics, accepted, totals)
 	checkDeadComplete(&rep, topics, inputs, dead)
-	if err := checkGroup(ctx, &rep, adm, topics, group, inputs); err != nil {
+	if err := checkGroup(ctx, &rep, addrs, adm, topics, group, inputs); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -784,7 +784,7 @@ func checkDeadComplete(rep *Report, topics Topics, inputs map[coord]*inputEntry,
 	}
 }
 
-func checkGroup(ctx context.Context, rep *Report, adm *kadm.Client, topics Topics, group string, inputs map[coord]*inputEntry) error {
+func checkGroup(ctx context.Context, rep *Report, addrs []string, adm *kadm.Client, topics Topics, group string, inputs map[coord]*inputEntry) error {
 	ends, err := listOffsets(ctx, adm.ListEndOffsets, []string{topics.Input})
 	if err != nil {
 		return err
@@ -801,17 +801,11 @@ func checkGroup(ctx context.Context, rep *Report, adm *kadm.Client, topics Topic
 		}
 	}
 
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err == nil {
-		err = committed.Error()
-	}
-	// A group that never committed may not exist at all; the offsets
-	// check below reports that as missing commits.
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		committed, err = nil, nil
-	}
+	// A group that never committed has no offsets, which the check below
+	// reports as missing commits.
+	committed, err := groupOffsets(ctx, adm, group)
 	if err != nil {
-		return fmt.Errorf("fetching committed offsets of group %s: %w", group, err)
+		return err
 	}
 	for _, p := range sortedKeys(ends[topics.Input]) {
 		end := ends[topics.Input][p]
@@ -824,6 +818,16 @@ func checkGroup(ctx context.Context, rep *Report, adm *kadm.Client, topics Topic
 		case o.At != end:
 			rep.violate("offsets: group %s committed %s/%d at %d, but its end offset is %d", group, topics.Input, p, o.At, end)
 		}
+	}
+	// A run checked before its group consumed the repartition topic would
+	// show every bill still in it as never accepted; say so plainly.
+	repart := RepartitionTopic(group)
+	waiting, err := unconsumed(ctx, addrs, adm, group, repart)
+	if err != nil {
+		return err
+	}
+	for _, p := range sortedKeys(waiting[repart]) {
+		rep.violate("offsets: group %s never consumed %s/%d from %d on: the run stopped before its records were processed", group, repart, p, waiting[repart][p])
 	}
 	return nil
 }

@@ -72,14 +72,9 @@ func repartition(t *testing.T, f *fixture) map[int]InputRecord {
 			Bill: b.Bill, Topic: in.Topic, Partition: in.Partition, Offset: in.Offset,
 		})})
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.addrs...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.ProduceSync(testContext(t, time.Minute), recs...).FirstErr(); err != nil {
-		t.Fatalf("writing the repartition topic: %v", err)
-	}
+	// In a transaction, as the application writes it: a consumer that read
+	// it all then stops short of its end by the commit marker.
+	transact(t, f, "repartition", kgo.TryCommit, recs...)
 	out := make(map[int]InputRecord, len(idx))
 	for j, i := range idx {
 		r := recs[j]
@@ -100,6 +95,9 @@ type outRec struct {
 type plan struct {
 	records []outRec        // in the order they are written
 	commit  map[int32]int64 // input partition -> committed offset
+	// repartition partition -> committed offset: past the last record the
+	// second sub-topology read, short of the commit marker after it.
+	repartCommit map[int32]int64
 }
 
 func (p *plan) indexes(topic string) []int {
@@ -124,7 +122,10 @@ func reference(f *fixture, skip string) *plan {
 	for i, r := range f.input {
 		queues[r.Partition] = append(queues[r.Partition], i)
 	}
-	p := &plan{commit: make(map[int32]int64)}
+	p := &plan{commit: make(map[int32]int64), repartCommit: make(map[int32]int64)}
+	for _, rp := range f.repart {
+		p.repartCommit[rp.Partition] = max(p.repartCommit[rp.Partition], rp.Offset+1)
+	}
 	seen := make(map[string]bool)
 	totals := make(map[string]Totals)
 	for len(queues) > 0 {
@@ -214,6 +215,23 @@ func transactionalClient(t *testing.T, f *fixture, id string, opts ...kgo.Opt) *
 	return cl
 }
 
+// transact writes recs in one transaction of its own, which it commits or
+// aborts as end says.
+func transact(t *testing.T, f *fixture, id string, end kgo.TransactionEndTry, recs ...*kgo.Record) {
+	t.Helper()
+	cl := transactionalClient(t, f, id)
+	ctx := testContext(t, time.Minute)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("writing in transaction %s: %v", id, err)
+	}
+	if err := cl.EndTransaction(ctx, end); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (r outRec) kgo() *kgo.Record {
 	return &kgo.Record{Topic: r.topic, Key: r.key, Value: r.value, Headers: r.headers}
 }
@@ -246,6 +264,9 @@ func (p *plan) write(t *testing.T, f *fixture) {
 	offs := make(kadm.Offsets)
 	for part, at := range p.commit {
 		offs.AddOffset(f.topics.Input, part, at, -1)
+	}
+	for part, at := range p.repartCommit {
+		offs.AddOffset(RepartitionTopic(f.group), part, at, -1)
 	}
 	if err := newAdmin(t, f.addrs).CommitAllOffsets(ctx, f.group, offs); err != nil {
 		t.Fatalf("committing offsets: %v", err)
@@ -632,28 +653,45 @@ func TestCheckBillingNegativeControls(t *testing.T) {
 			want: "has no committed offset",
 		},
 		{
+			// What a check made too early finds: the group is at the
+			// end of its input, but not of the repartition topic.
+			name: "repartition topic not consumed",
+			plan: func(f *fixture) *plan {
+				p := reference(f, "")
+				for part := range p.repartCommit {
+					p.repartCommit[part]--
+					break
+				}
+				return p
+			},
+			want: "the run stopped before its records were processed",
+		},
+		{
+			// The group's offset stops before the commit marker; an
+			// aborted transaction after it holds no record to consume.
+			name: "aborted repartition records are not waiting",
+			after: func(t *testing.T, f *fixture) {
+				var recs []*kgo.Record
+				for _, rp := range f.repart {
+					recs = append(recs, &kgo.Record{Topic: rp.Topic, Key: rp.Key, Value: rp.Value})
+				}
+				transact(t, f, "aborted-repartition", kgo.TryAbort, recs...)
+			},
+			wantOK: true,
+		},
+		{
 			// What a crash between produce and commit leaves behind:
 			// the retried records exist in the log, but aborted. Only
 			// read_committed makes them invisible.
 			name: "aborted duplicates are invisible",
 			after: func(t *testing.T, f *fixture) {
-				cl := transactionalClient(t, f, "aborted")
-				if err := cl.BeginTransaction(); err != nil {
-					t.Fatal(err)
-				}
 				p := reference(f, "")
 				var recs []*kgo.Record
 				for _, i := range p.indexes(f.topics.Accepted)[:50] {
 					recs = append(recs, p.records[i].kgo(), p.records[i+1].kgo())
 				}
 				recs = append(recs, p.records[p.indexes(f.topics.DLQ)[0]].kgo())
-				ctx := testContext(t, time.Minute)
-				if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-				if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-					t.Fatal(err)
-				}
+				transact(t, f, "aborted", kgo.TryAbort, recs...)
 			},
 			wantOK: true,
 		},

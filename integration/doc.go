@@ -14,8 +14,9 @@
 //     trusts.
 //   - CheckBilling reads bills-accepted, account-totals and bills-dlq with its
 //     own consumer and reports every contract violation it finds, together
-//     with the transactional state (no transaction left open) and the group's
-//     committed input offsets.
+//     with the transactional state (no transaction left open), the group's
+//     committed input offsets, and the records of the repartition topic the
+//     group never consumed (a run checked before it was over).
 //   - TestBillingExactlyOnceUnderSIGKILL builds the sluice binary, runs three
 //     instances against an in-process broker and kills them while they work.
 //
