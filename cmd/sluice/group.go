@@ -47,7 +47,8 @@ them. It needs no HTTP port of any instance (GET /instances on one answers
 the same JSON as --format json).
 
 A transactional input that is caught up (a repartition topic) may show a
-lag of 1: its last commit marker. An empty group (no instance running) is
+small lag: the commit markers after its last record, one for each
+instance whose transaction wrote to the partition last. An empty group (no instance running) is
 an error, after its committed offsets and their lag are printed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -24,5 +24,6 @@
 //
 // Lag is end − committed, in offsets: a transactional input (a
 // repartition topic, another sluice app's output) that is caught up may
-// show 1, its last commit marker.
+// show the commit markers after its last record, one for each producer
+// whose transaction ended there.
 package groupview
