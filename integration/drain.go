@@ -36,8 +36,12 @@ func unconsumed(ctx context.Context, addrs []string, adm *kadm.Client, group str
 		return nil, err
 	}
 
+	type tp struct {
+		topic string
+		p     int32
+	}
 	from := make(map[string]map[int32]kgo.Offset)
-	left := 0
+	reading := make(map[tp]int64) // the partitions still read, and their ends
 	for topic, ps := range stable {
 		for p, end := range ps {
 			at := starts[topic][p]
@@ -51,11 +55,11 @@ func unconsumed(ctx context.Context, addrs []string, adm *kadm.Client, group str
 				from[topic] = make(map[int32]kgo.Offset)
 			}
 			from[topic][p] = kgo.NewOffset().At(at)
-			left++
+			reading[tp{topic, p}] = end
 		}
 	}
 	waiting := make(map[string]map[int32]int64)
-	if left == 0 {
+	if len(reading) == 0 {
 		return waiting, nil
 	}
 
@@ -65,20 +69,10 @@ func unconsumed(ctx context.Context, addrs []string, adm *kadm.Client, group str
 		return nil, err
 	}
 	defer rd.Close()
-	done := make(map[string]map[int32]bool)
-	settle := func(topic string, p int32) {
-		if done[topic] == nil {
-			done[topic] = make(map[int32]bool)
-		}
-		if !done[topic][p] {
-			done[topic][p] = true
-			left--
-		}
-	}
-	for left > 0 {
+	for len(reading) > 0 {
 		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("reading what group %s has not consumed: %d partitions not read to their end: %w", group, left, err)
+			return nil, fmt.Errorf("reading what group %s has not consumed: %d partitions not read to their end: %w", group, len(reading), err)
 		}
 		var ferr error
 		fs.EachError(func(t string, p int32, err error) {
@@ -88,19 +82,18 @@ func unconsumed(ctx context.Context, addrs []string, adm *kadm.Client, group str
 			return nil, ferr
 		}
 		for _, r := range fs.Records() {
-			end := stable[r.Topic][r.Partition]
+			at := tp{r.Topic, r.Partition}
+			end, ok := reading[at]
 			switch {
-			case done[r.Topic][r.Partition]:
-			case r.Offset >= end:
-				settle(r.Topic, r.Partition)
-			case !r.Attrs.IsControl():
+			case !ok:
+			case r.Offset < end && !r.Attrs.IsControl():
 				if waiting[r.Topic] == nil {
 					waiting[r.Topic] = make(map[int32]int64)
 				}
 				waiting[r.Topic][r.Partition] = r.Offset
-				settle(r.Topic, r.Partition)
-			case r.Offset == end-1:
-				settle(r.Topic, r.Partition)
+				delete(reading, at)
+			case r.Offset >= end-1: // a marker at the end, or past it
+				delete(reading, at)
 			}
 		}
 	}
