@@ -313,9 +313,9 @@ func (p *StreamJoinSide[K, Own, Other, V]) drop(wm int64) error {
 }
 
 // segmentDue reports whether every record of the segment at segStart, of
-// width seg, is due at wm: the segment's last timestamp, segStart+seg-1,
-// plus closeAfter. It is computed as a difference from wm, which cannot
-// overflow once wm is past segStart.
+// width seg, is due at wm: whether wm has reached the segment's last
+// timestamp, segStart+seg-1, plus closeAfter. It is computed as a
+// difference from wm, which cannot overflow once wm is past segStart.
 func segmentDue(segStart, seg, closeAfter, wm int64) bool {
 	return wm >= segStart && uint64(wm-segStart) >= uint64(closeAfter)+uint64(seg-1)
 }
