@@ -49,14 +49,26 @@ func JoinSegment(ts, seg int64) int64 {
 // JoinKey is the key of the join record seq of the key whose encoding is
 // kb, at ts, in the segment that starts at segStart (JoinSegment).
 func JoinKey(kb []byte, segStart, ts, seq int64) []byte {
-	b := AppendTime(joinPrefix(kb, segStart), ts)
+	return AppendJoinKey(make([]byte, 0, joinKeyLen(kb)), kb, segStart, ts, seq)
+}
+
+// AppendJoinKey appends JoinKey(kb, segStart, ts, seq) to b: a caller that
+// writes a key per record builds it in a buffer it keeps.
+func AppendJoinKey(b, kb []byte, segStart, ts, seq int64) []byte {
+	b = AppendTime(appendJoinPrefix(b, kb, segStart), ts)
 	return binary.BigEndian.AppendUint64(b, uint64(seq))
 }
+
+// joinKeyLen is the most bytes a join key of kb takes.
+func joinKeyLen(kb []byte) int { return 1 + 8 + binary.MaxVarintLen64 + len(kb) + 16 }
 
 // joinPrefix is the prefix of kb's join records in the segment at
 // segStart.
 func joinPrefix(kb []byte, segStart int64) []byte {
-	b := make([]byte, 0, 1+8+binary.MaxVarintLen64+len(kb)+16)
+	return appendJoinPrefix(make([]byte, 0, joinKeyLen(kb)), kb, segStart)
+}
+
+func appendJoinPrefix(b, kb []byte, segStart int64) []byte {
 	b = AppendTime(append(b, JoinRecord), segStart)
 	return append(binary.AppendUvarint(b, uint64(len(kb))), kb...)
 }

@@ -71,6 +71,32 @@ func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
 	t.Logf("caught %d keys, e.g. %s", len(bad), bad[0])
 }
 
+// TestAppendJoinKeyReusesBuffer builds every key's join record in one
+// buffer reused from the key before, as the stream join does, longest
+// keys first so that each build overwrites a longer one: each must equal
+// the key built in a buffer of its own, parse back to its key and time,
+// and leave what the buffer held before it alone.
+func TestAppendJoinKeyReusesBuffer(t *testing.T) {
+	keys := everyKey()
+	var buf []byte
+	for i := len(keys) - 1; i >= 0; i-- {
+		kb := keys[i]
+		seg, ts := int64(-120_000), int64(-60_001-i)
+		buf = AppendJoinKey(buf[:0], kb, seg, ts, int64(i))
+		if want := JoinKey(kb, seg, ts, int64(i)); !bytes.Equal(buf, want) {
+			t.Fatalf("key of %d bytes: built in a reused buffer %x, want %x", len(kb), buf, want)
+		}
+		gotKey, gotTS, err := ParseJoinKey(buf)
+		if err != nil || !bytes.Equal(gotKey, kb) || gotTS != ts || JoinSeq(buf) != int64(i) {
+			t.Fatalf("key of %d bytes: parsed %x at %d seq %d (%v)", len(kb), gotKey, gotTS, JoinSeq(buf), err)
+		}
+		head := []byte("head")
+		if got := AppendJoinKey(head, kb, seg, ts, 0); !bytes.HasPrefix(got, []byte("head")) || !bytes.Equal(got[4:], JoinKey(kb, seg, ts, 0)) {
+			t.Fatalf("key of %d bytes: appended after %q as %x", len(kb), head, got)
+		}
+	}
+}
+
 // TestJoinSegment checks segment starts at the ends of time and at widths
 // that do not divide 2^64: the segment holds ts (ts-start < seg, in
 // uint64 arithmetic, which does not overflow), starts are seg apart, and

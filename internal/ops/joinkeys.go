@@ -43,6 +43,9 @@ type joinKeys struct {
 	seed maphash.Seed
 	seg  int64              // the store's segment width (joinSegment)
 	segs map[int64]*segKeys // a segment's start → what it holds
+	// size is how many keys and pairs the segment swept last held: a new
+	// segment's maps are made that large, not grown to it entry by entry.
+	size struct{ keys, pairs int }
 }
 
 // segKeys is what joinKeys knows of one segment.
@@ -155,7 +158,7 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 	segStart := layout.JoinSegment(ts, jk.seg)
 	sk := jk.segs[segStart]
 	if sk == nil {
-		sk = &segKeys{keys: map[uint64]heldTimes{}, pairs: map[uint64]struct{}{}}
+		sk = &segKeys{keys: make(map[uint64]heldTimes, jk.size.keys), pairs: make(map[uint64]struct{}, jk.size.pairs)}
 		jk.segs[segStart] = sk
 	}
 	h := maphash.Bytes(jk.seed, kb)
@@ -177,8 +180,9 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 // (closeAfter is the whole span of the join window and its grace) and
 // none of its own side can be stored at ts (it would be late).
 func (jk *joinKeys) sweep(wm, closeAfter int64) {
-	for s := range jk.segs {
+	for s, sk := range jk.segs {
 		if segmentDue(s, jk.seg, closeAfter, wm) {
+			jk.size.keys, jk.size.pairs = len(sk.keys), len(sk.pairs)
 			delete(jk.segs, s)
 		}
 	}

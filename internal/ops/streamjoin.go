@@ -50,6 +50,21 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	firstSeg int64
 	// nextClose is the earliest time an x entry of an outer side is due.
 	nextClose int64
+
+	// key and val are the buffers a record's own key and value are built
+	// in: the store copies what it is given. matches holds the other
+	// side's records a record joins, kept from record to record (nil
+	// while in use, so that a re-entrant call makes its own).
+	key, val []byte
+	matches  []joinMatch
+}
+
+// joinMatch is an other side's record a record joins: its timestamp and
+// value (a copy: the joiner may keep it), and its key (a copy) if the
+// other side is outer, which marks the record joined.
+type joinMatch struct {
+	ts       int64
+	key, val []byte
 }
 
 // NewStreamJoinSide returns the runtime of the join side cfg.
@@ -94,7 +109,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err err
 // iterator a range needs, which cost more than the rest of storing the
 // record.
 func (p *StreamJoinSide[K, Own, Other, V]) keyAt(own *joinKeys, kb []byte, segStart, ts int64) ([]byte, error) {
-	k0 := layout.JoinKey(kb, segStart, ts, 0)
+	p.key = layout.AppendJoinKey(p.key[:0], kb, segStart, ts, 0)
+	k0 := p.key
 	if !own.add(kb, k0[:len(k0)-8], ts) {
 		return k0, nil
 	}
@@ -132,11 +148,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	}
 	// The other side's records of the key in range, in (ts, seq) order.
 	from, to := ts-p.cfg.Hi, ts-p.cfg.Lo // other.ts in [ts-hi, ts-lo]
-	type match struct {
-		key []byte
-		val []byte
-	}
-	var matches []match
+	matches := p.matches[:0]
+	p.matches = nil
 	own, other, err := p.keys()
 	if err != nil {
 		return err
@@ -148,7 +161,11 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		if held, ok := other.held(kb, seg); ok && held.lo <= to && held.hi >= from {
 			start, end := layout.JoinRange(kb, seg, max(from, held.lo), min(to, held.hi))
 			if err := p.ost.Range(start, end, func(ok, ov []byte) error {
-				matches = append(matches, match{append([]byte(nil), ok...), append([]byte(nil), ov...)})
+				m := joinMatch{ts: layout.JoinTime(ok), val: append([]byte(nil), ov...)}
+				if p.cfg.OtherOuter {
+					m.key = append([]byte(nil), ok...)
+				}
+				matches = append(matches, m)
 				return nil
 			}); err != nil {
 				return err
@@ -181,17 +198,20 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		}
 		out := r
 		out.Value = p.cfg.Join(k, ownV, ov, true)
-		out.Timestamp = max(ts, layout.JoinTime(m.key))
+		out.Timestamp = max(ts, m.ts)
 		if err := p.ctx.Forward(out); err != nil {
 			return err
 		}
 	}
+	clear(matches) // the values are the joiner's now
+	p.matches = matches[:0]
 	segStart := layout.JoinSegment(ts, p.seg)
 	key, err := p.keyAt(own, kb, segStart, ts)
 	if err != nil {
 		return err
 	}
-	if err := p.st.Put(key, append([]byte{flags}, vb...)); err != nil {
+	p.val = append(append(p.val[:0], flags), vb...)
+	if err := p.st.Put(key, p.val); err != nil {
 		return err
 	}
 	p.firstSeg = min(p.firstSeg, segStart)
