@@ -192,6 +192,39 @@ func TestEngineRangeBounds(t *testing.T) {
 	})
 }
 
+// TestEngineRangeDelete applies range deletes (Write.End) among other
+// writes of one batch: a range deletes what earlier batches and earlier
+// writes of its own batch stored in it, not what later writes put there,
+// and no key at or past its end; an empty or reversed range deletes
+// nothing. The memory engine's sorted view must agree with its map after.
+func TestEngineRangeDelete(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		mustApply(t, e, NoCheckpoint, "a", "1", "b", "2", "bb", "3", "c", "4", "d", "5")
+		ws := writes("ba", "6", "e", "7")
+		ws = append(ws, Write{Key: []byte("b"), End: []byte("c")})
+		ws = append(ws, writes("bc", "8")...)
+		ws = append(ws, Write{Key: []byte("d"), End: []byte("d")}, Write{Key: []byte("e"), End: []byte("a")})
+		if err := e.Apply(ws, 7); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := dump(t, e, nil, nil), "a=1 bc=8 c=4 d=5 e=7"; got != want {
+			t.Fatalf("after the range deletes: %q, want %q", got, want)
+		}
+		for k, want := range map[string]string{"b": "<missing>", "ba": "<missing>", "bb": "<missing>", "bc": "8", "c": "4"} {
+			wantGet(t, e, k, want)
+		}
+		wantCheckpoint(t, e, 7)
+		// A range over everything, then a write into it in a later batch.
+		if err := e.Apply([]Write{{Key: []byte{}, End: []byte{0xff}}}, NoCheckpoint); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, e, NoCheckpoint, "bb", "9")
+		if got, want := dump(t, e, nil, nil), "bb=9"; got != want {
+			t.Fatalf("after deleting every key and writing one: %q, want %q", got, want)
+		}
+	})
+}
+
 func TestEngineCheckpoint(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e Engine) {
 		wantCheckpoint(t, e, NoCheckpoint)

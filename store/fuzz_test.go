@@ -11,8 +11,8 @@ import (
 )
 
 // FuzzStagedMatchesModel drives a Staged over a Memory engine with a random
-// sequence of puts, deletes (plain or held), flushes, takes of the held
-// updates, commits and aborts, with and without its read cache (which every
+// sequence of puts, deletes (plain or held), range drops, flushes, takes of
+// the held updates, commits and aborts, with and without its read cache (which every
 // step's reads fill), and checks it against plain maps after every step. Beyond read-your-writes it checks
 // invariant 2 itself: the engine always equals the changelog of the
 // committed transactions replayed from the start, and its checkpoint is the
@@ -24,6 +24,15 @@ func FuzzStagedMatchesModel(f *testing.F) {
 	f.Add([]byte("\x00\x00\x01\x00\x01\x01\x02\x02\x03\x00\x04\x04\x05\x00\x06\x07\x04"))
 	f.Add([]byte{0, 0, 1, 'a', 6, 2, 1, 1, 1, 0, 4, 6, 1, 2, 1, 1, 1, 4})
 	f.Add([]byte{1, 0, 1, 'a', 6, 2, 4, 1, 1, 1, 0, 4, 6, 1, 3, 2, 3, 1, 4})
+	// Range drops, with and without the cache: a put in the range after
+	// the drop, a second drop from the same start reaching farther, and
+	// a drop in a unit rolled back, then in one released.
+	f.Add([]byte{0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 4, 1, 1, 1, 1, 0, 0, 8, 0, 4, 0, 0, 0, 0, 4, 1, 2, 1, 1, 0, 0, 4, 1, 0, 0, 8, 0, 6, 1, 0, 0, 4, 1, 0, 0, 0, 6, 1, 3, 1, 1, 0, 0, 6, 0, 0, 7, 0, 1, 1, 2, 1, 1, 0, 1, 0, 0, 4, 1, 0, 0, 6, 0, 0, 7, 0, 1, 1, 2, 1, 1, 1, 1, 0, 0, 4, 1, 0, 0})
+	f.Add([]byte{1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 4, 1, 1, 1, 1, 0, 0, 8, 0, 4, 0, 0, 0, 0, 4, 1, 2, 1, 1, 0, 0, 4, 1, 0, 0, 8, 0, 6, 1, 0, 0, 4, 1, 0, 0, 0, 6, 1, 3, 1, 1, 0, 0, 6, 0, 0, 7, 0, 1, 1, 2, 1, 1, 0, 1, 0, 0, 4, 1, 0, 0, 6, 0, 0, 7, 0, 1, 1, 2, 1, 1, 1, 1, 0, 0, 4, 1, 0, 0})
+	// A key dropped, the range's record flushed, then the key put and
+	// deleted again in the same transaction: the delete is the key's own
+	// and needs its tombstone.
+	f.Add([]byte{0, 0, 4, 1, 1, 1, 1, 0, 0, 4, 1, 0, 0, 8, 0, 4, 1, 0, 0, 3, 1, 0, 0, 0, 4, 1, 2, 1, 1, 0, 0, 2, 4, 1, 1, 0, 0, 4, 1, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return
@@ -58,9 +67,15 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		offset, checkpoint := int64(-1), NoCheckpoint
 		held := map[string]heldModel{} // held updates since the last TakeHeld
 		var heldOrder []string         // their keys, in the order first held
+		covered := map[string]bool{}   // keys whose delete since the Flush is a range drop's
+		var drops []string             // cache mode: the range records the next Flush emits
+		dropEnd := map[string]string{} // the farthest end dropped from each start
 
 		s.SetChangelog(func(k, v []byte) {
 			txn = append(txn, recString(k, v))
+		})
+		s.SetRangeChangelog(func(start, end []byte) {
+			txn = append(txn, rangeString0(start, end))
 		})
 		keyOf := func(b byte) string {
 			// Eight keys including the empty key and a key with a 0x00 /
@@ -78,6 +93,9 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				return false
 			}
 			for _, r := range emitted {
+				if isRangeRec(r) {
+					continue
+				}
 				if rk, _, del := parseRec(r); rk == k && !del {
 					return false
 				}
@@ -92,6 +110,9 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				if j < len(got) && got[j] == w {
 					j++
 					continue
+				}
+				if isRangeRec(w) {
+					return false
 				}
 				if k, _, del := parseRec(w); !del || !mayElide(k, emitted) {
 					return false
@@ -128,6 +149,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				t.Fatal(err)
 			}
 			stage[k] = v
+			delete(covered, k)
 			if cache {
 				if _, ok := sinceFlush[k]; !ok {
 					flushOrder = append(flushOrder, k)
@@ -160,16 +182,68 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			clear(held)
 			heldOrder = nil
 		}
+		// dropRange drops [lo, hi): every key of the merged view in it is
+		// deleted, by deletes the changelog hears of from the range's
+		// record alone.
+		dropRange := func(lo, hi string) {
+			before := len(txn)
+			if err := s.DropRange([]byte(lo), []byte(hi)); err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, k := range keysOf(committed, stage) {
+				if k >= lo && k < hi && mergedValue(committed, stage, k) != nil {
+					keys = append(keys, k)
+				}
+			}
+			var want []string
+			if len(keys) > 0 {
+				rec := rangeString0([]byte(lo), []byte(hi))
+				if cache {
+					drops = append(drops, rec)
+				} else {
+					want = []string{rec}
+				}
+			}
+			if got := txn[before:]; !slices.Equal(got, want) {
+				t.Fatalf("DropRange(%q, %q) emitted %q, want %q", lo, hi, got, want)
+			}
+			for _, k := range keys {
+				stage[k] = nil
+				covered[k] = true
+				if cache {
+					if _, ok := sinceFlush[k]; !ok {
+						flushOrder = append(flushOrder, k)
+					}
+					sinceFlush[k] = nil
+				}
+			}
+		}
+		// dropFrom picks a range to drop: from a start that is no key
+		// (keyOf's keys each end before it or begin after), to an end
+		// at least as far as any dropped from that start before.
+		dropFrom := func() (string, string) {
+			lo := []string{"\x00", "a\x00\x00", "b\x00"}[next()%3]
+			hi := max(keyOf(next())+"\x00", lo, dropEnd[lo])
+			dropEnd[lo] = hi
+			return lo, hi
+		}
 		flush := func() {
 			before := len(txn)
 			s.Flush()
 			got := txn[before:]
 			var want []string
 			if cache {
+				want = append(want, drops...)
 				for _, k := range flushOrder {
+					if covered[k] {
+						continue
+					}
 					want = append(want, recString([]byte(k), ptrBytes(sinceFlush[k])))
 				}
 			}
+			drops = nil
+			clear(covered)
 			if !sameButElided(got, want, txn[:before]) {
 				t.Fatalf("Flush emitted %q, want %q", got, want)
 			}
@@ -178,7 +252,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		}
 
 		for steps := int64(0); len(data) > 0 && steps < 500; steps++ {
-			switch op := next() % 8; op {
+			switch op := next() % 9; op {
 			case 0, 1: // put; more likely than the rest
 				k := keyOf(next())
 				n := int(next() % 4)
@@ -190,6 +264,8 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				flush()
 			case 7:
 				takeHeld()
+			case 8:
+				dropRange(dropFrom())
 			case 4: // end the transaction and commit, as the task does
 				takeHeld()
 				flush()
@@ -197,6 +273,14 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				for _, r := range txn {
 					offset++
 					cp = offset
+					if lo, hi, ok := parseRangeRec(r); ok {
+						for k := range log {
+							if k >= lo && k < hi {
+								delete(log, k)
+							}
+						}
+						continue
+					}
 					k, v, del := parseRec(r)
 					if del {
 						delete(log, k)
@@ -229,12 +313,18 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				flushOrder = nil
 				clear(held)
 				heldOrder = nil
+				clear(covered)
+				drops = nil
 				txn = nil
 			case 6: // a unit of writes, then rollback or release
 				stageBefore, flushBefore, txnBefore := maps.Clone(stage), maps.Clone(sinceFlush), len(txn)
 				heldBefore, orderBefore := maps.Clone(held), slices.Clone(heldOrder)
 				flushOrderBefore := slices.Clone(flushOrder)
+				coveredBefore, dropsBefore := maps.Clone(covered), slices.Clone(drops)
 				s.Mark()
+				if next()%4 == 0 {
+					dropRange(dropFrom())
+				}
 				for range 1 + next()%3 {
 					k := keyOf(next())
 					var v *string
@@ -257,6 +347,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 					// The task drops the changelog records the unit emitted.
 					stage, sinceFlush, txn = stageBefore, flushBefore, txn[:txnBefore]
 					held, heldOrder, flushOrder = heldBefore, orderBefore, flushOrderBefore
+					covered, drops = coveredBefore, dropsBefore
 				} else {
 					s.Release()
 				}
@@ -355,6 +446,33 @@ func ptrString(p *string) string {
 		return "-"
 	}
 	return strconv.Quote(*p)
+}
+
+// rangeString0 renders a range's record like recString a key's.
+func rangeString0(start, end []byte) string { return fmt.Sprintf("R%q..%q", start, end) }
+
+func isRangeRec(r string) bool { return strings.HasPrefix(r, "R") }
+
+func parseRangeRec(r string) (lo, hi string, ok bool) {
+	if !isRangeRec(r) {
+		return "", "", false
+	}
+	if _, err := fmt.Sscanf(r, "R%q..%q", &lo, &hi); err != nil {
+		panic(err)
+	}
+	return lo, hi, true
+}
+
+// keysOf is every key of the committed state and the stage, sorted.
+func keysOf(committed map[string]string, stage map[string]*string) []string {
+	ks := slices.Collect(maps.Keys(committed))
+	for k := range stage {
+		if _, ok := committed[k]; !ok {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 func recString(k, v []byte) string {

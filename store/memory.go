@@ -90,6 +90,10 @@ func (m *Memory) Apply(ws []Write, checkpoint int64) error {
 	}
 	removed := false
 	for _, w := range ws {
+		if w.End != nil {
+			removed = m.deleteRangeLocked(w.Key, w.End) || removed
+			continue
+		}
 		e, existed := m.entries[string(w.Key)]
 		if w.Value == nil {
 			if existed {
@@ -121,6 +125,36 @@ func (m *Memory) Apply(ws []Write, checkpoint int64) error {
 		m.checkpoint = checkpoint
 	}
 	return nil
+}
+
+// deleteRangeLocked deletes the keys in [start, end) from the map: those
+// in the sorted slice and those the batch added so far. The sorted slice
+// drops them at the rebuild, which judges membership by the map.
+func (m *Memory) deleteRangeLocked(start, end []byte) (removed bool) {
+	in := func(e *memEntry) bool { return bytes.Compare(e.key, start) >= 0 && bytes.Compare(e.key, end) < 0 }
+	i, _ := slices.BinarySearchFunc(m.sorted, start, func(e *memEntry, k []byte) int { return bytes.Compare(e.key, k) })
+	for _, e := range m.sorted[i:] {
+		if !in(e) {
+			break
+		}
+		removed = m.deleteLocked(e) || removed
+	}
+	for _, e := range m.added {
+		if in(e) {
+			removed = m.deleteLocked(e) || removed
+		}
+	}
+	return removed
+}
+
+// deleteLocked deletes e's key if e is still its entry.
+func (m *Memory) deleteLocked(e *memEntry) bool {
+	if m.entries[string(e.key)] != e {
+		return false
+	}
+	m.size -= int64(len(e.key) + len(e.value))
+	delete(m.entries, string(e.key))
+	return true
 }
 
 // rebuildSortedLocked merges the batch's new entries into the sorted slice and

@@ -228,10 +228,7 @@ func (p *Pebble) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, ErrClosed
 	}
 	// Not a shared buffer: Get runs concurrently with other readers.
-	k := make([]byte, 1+len(key))
-	k[0] = prefixUser
-	copy(k[1:], key)
-	v, closer, err := p.db.Get(k)
+	v, closer, err := p.db.Get(userKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -258,10 +255,10 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 	}
 	lower, upper := userLower, userUpper
 	if start != nil {
-		lower = append([]byte{prefixUser}, start...)
+		lower = userKey(start)
 	}
 	if end != nil {
-		upper = append([]byte{prefixUser}, end...)
+		upper = userKey(end)
 	}
 	it, gen := p.takeIter()
 	if it != nil {
@@ -338,7 +335,7 @@ func (p *Pebble) wrote() {
 func batchSize(ws []Write) int {
 	n := 12 + 1 + 5 + len(checkpointKey) + 5 + 8
 	for _, w := range ws {
-		n += 1 + 5 + 1 + len(w.Key) + 5 + len(w.Value)
+		n += 1 + 5 + 1 + len(w.Key) + 5 + 1 + len(w.Value) + len(w.End)
 	}
 	return n
 }
@@ -363,6 +360,12 @@ func (p *Pebble) Apply(ws []Write, checkpoint int64) error {
 	// Deferred ops encode the prefixed key straight into the batch: no key
 	// buffer, no allocation per write.
 	for _, w := range ws {
+		if w.End != nil {
+			if err := b.DeleteRange(userKey(w.Key), userKey(w.End), nil); err != nil {
+				return fmt.Errorf("store: apply: %w", err)
+			}
+			continue
+		}
 		var op *pebble.DeferredBatchOp
 		if w.Value == nil {
 			op = b.DeleteDeferred(1 + len(w.Key))
@@ -492,3 +495,6 @@ func (quietLogger) Errorf(format string, args ...any) {
 func (quietLogger) Fatalf(format string, args ...any) {
 	pebble.DefaultLogger.Fatalf(format, args...)
 }
+
+// userKey is k under prefixUser, in a new slice.
+func userKey(k []byte) []byte { return append([]byte{prefixUser}, k...) }

@@ -45,6 +45,13 @@ import (
 // held it, so its tombstone would only cost a record to produce, to
 // compact and to apply.
 //
+// A store whose keys expire in ranges (a stream join's segments) drops a
+// range with DropRange: its keys are deleted as by Delete, but the
+// changelog hears of the range in one record (SetRangeChangelog), not a
+// tombstone per key, as Kafka Streams' segmented stores drop a segment
+// without tombstones. A replay deletes the range at that record's place,
+// so the engine still equals the replayed changelog.
+//
 // A key may also have a table update held back for the flush (PutHeld,
 // TakeHeld): the runtime's folding of a table's updates, one per key, keeps
 // them in the stage, reached from the key's entry, so holding costs no
@@ -58,6 +65,12 @@ type Staged struct {
 	engine    Engine
 	cache     bool
 	changelog func(key, value []byte)
+	rangeLog  func(start, end []byte)
+	// drops are the ranges dropped since the last Commit, as Writes with
+	// End set, in the order dropped: Commit applies them before the keys
+	// written. The changelog has heard of the first flushedDrops.
+	drops        []Write
+	flushedDrops int
 
 	// index maps a key to its entry, dirty (written since the last
 	// Commit) or clean (cached committed value). indexPeak is the most
@@ -129,6 +142,7 @@ type Staged struct {
 	markPending int        // len(pending) at Mark
 	markDirty   int        // len(dirty) at Mark
 	markHeld    int        // len(held) at Mark
+	markDrops   int        // len(drops) at Mark
 	undo        []undoStep // older entries' states before each write after Mark, in write order
 
 	// attached holds what operators keep about the store's contents
@@ -163,12 +177,20 @@ type stagedEntry struct {
 	// the changelog since the last Commit, so a delete of it need be
 	// neither emitted nor applied. Always value == nil for a clean entry.
 	absent bool
-	held   int32 // 1 + its index in Staged.held; 0: none
+	// covered: a delete by DropRange, which the changelog hears of from
+	// the range's record, not from a tombstone of its own.
+	covered bool
+	held    int32 // 1 + its index in Staged.held; 0: none
 	// ts and meta are the record context of the last held write (PutHeld)
 	// while held.
 	ts   int64
 	meta any
 }
+
+// silent says whether e is a delete that neither the changelog nor the
+// engine is told of: of a key neither holds (absent), or one a dropped
+// range's record and delete take out (covered).
+func (e *stagedEntry) silent() bool { return e.value == nil && (e.absent || e.covered) }
 
 // entryOverhead estimates the memory of an entry beyond its key and value:
 // the entry and its index slots.
@@ -245,6 +267,14 @@ func (s *Staged) Engine() Engine { return s.engine }
 // stage never writes to them again (it may still read the value until
 // Commit, so the receiver must not modify it either).
 func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
+
+// SetRangeChangelog sets the function that receives the changelog record
+// of a range dropped by DropRange: start is the record's key, end its
+// value, and the receiver marks the record as a range (a replay turns it
+// into Write{Key: start, End: end}). It is called inside Flush, before the
+// records of the keys written since the last one (inside DropRange without
+// the cache). The receiver owns the slices.
+func (s *Staged) SetRangeChangelog(fn func(start, end []byte)) { s.rangeLog = fn }
 
 // Get reads the stage first, then the engine; a staged delete hides the
 // engine's value. What it read from the engine it caches as a clean entry.
@@ -362,7 +392,7 @@ func (s *Staged) Put(key, value []byte) error {
 		return s.Delete(key)
 	}
 	s.stats.Puts++
-	s.stage(key, value, false)
+	s.stage(key, value, false, false)
 	return nil
 }
 
@@ -380,21 +410,78 @@ func (s *Staged) PutNew(key, value []byte) error {
 		return s.Delete(key)
 	}
 	s.stats.Puts++
-	s.stage(key, value, true)
+	s.stage(key, value, true, false)
 	return nil
 }
 
 // Delete stages a delete of key.
 func (s *Staged) Delete(key []byte) error {
 	s.stats.Deletes++
-	s.stage(key, nil, false)
+	s.stage(key, nil, false, false)
 	return nil
 }
 
+// DropRange deletes every key in [start, end) of the merged view, as Delete
+// would each, and has the changelog told so by one record of the range
+// (SetRangeChangelog) instead of a tombstone per key. A key written in the
+// range after the drop stays. Two rules keep a compacted changelog's
+// replay equal to the engine: start must be no key of the store (it is the
+// record's key), and the ranges dropped from one start only grow, since
+// compaction keeps the last record of a start.
+func (s *Staged) DropRange(start, end []byte) error {
+	if s.changelog != nil && s.rangeLog == nil {
+		return fmt.Errorf("store: %s: a range dropped with no receiver of its changelog record", s.name)
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return nil
+	}
+	// The keys are copied into one buffer first: the deletes change what
+	// Range walks.
+	var buf []byte
+	var ends []int
+	err := s.Range(start, end, func(k, _ []byte) error {
+		buf = append(buf, k...)
+		ends = append(ends, len(buf))
+		return nil
+	})
+	if err != nil || len(ends) == 0 {
+		// An empty range needs no record: the replayed changelog holds
+		// no key in it either (the engine equals it, and the stage's
+		// writes in it were deletes).
+		return err
+	}
+	if ends[0] == len(start) && bytes.Equal(buf[:ends[0]], start) {
+		return fmt.Errorf("store: %s: a range dropped from %q, a key of the store", s.name, start)
+	}
+	s.drops = append(s.drops, Write{Key: bytes.Clone(start), End: bytes.Clone(end)})
+	if !s.cache {
+		s.flushDrops()
+	}
+	from := 0
+	for _, to := range ends {
+		s.stats.Deletes++
+		s.stage(buf[from:to:to], nil, false, true)
+		from = to
+	}
+	return nil
+}
+
+// flushDrops hands the changelog the records of the ranges dropped since
+// the last Flush.
+func (s *Staged) flushDrops() {
+	for _, d := range s.drops[s.flushedDrops:] {
+		if s.rangeLog != nil {
+			s.stats.ChangelogRecords++
+			s.rangeLog(d.Key, d.End)
+		}
+	}
+	s.flushedDrops = len(s.drops)
+}
+
 // stage writes value (nil: a delete) to key's entry, adding one if the key
-// has none (absent: one the committed state lacks, see PutNew), and
-// returns the entry's index.
-func (s *Staged) stage(key, value []byte, absent bool) int {
+// has none (absent: one the committed state lacks, see PutNew; covered: a
+// delete of DropRange), and returns the entry's index.
+func (s *Staged) stage(key, value []byte, absent, covered bool) int {
 	i, ok := s.lookup(key)
 	if ok && s.marked && i < s.markEntries {
 		s.undo = append(s.undo, undoStep{i: i, was: s.entries[i]})
@@ -417,6 +504,7 @@ func (s *Staged) stage(key, value []byte, absent bool) int {
 		}
 	}
 	e := &s.entries[i]
+	e.covered = covered
 	if !e.dirty {
 		e.dirty = true
 		s.dirty = append(s.dirty, i)
@@ -454,7 +542,7 @@ func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
 	} else {
 		s.stats.Puts++
 	}
-	s.stage(key, value, false) // finds entry i first: no second map lookup
+	s.stage(key, value, false, false) // finds entry i first: no second map lookup
 	e := &s.entries[i]
 	if e.held == 0 {
 		s.held = append(s.held, heldUpdate{i: i, prev: prev})
@@ -516,9 +604,10 @@ func (s *Staged) TakeHeld(fn func(Held) error) error {
 func (s *Staged) Holding() int { return len(s.held) }
 
 // emit hands the changelog e's value, unless it is the delete of a key no
-// committed state held nor the changelog has a value of (absent).
+// committed state held nor the changelog has a value of (absent), or of a
+// range the changelog hears of as a whole (covered).
 func (s *Staged) emit(e *stagedEntry) {
-	if e.value == nil && e.absent {
+	if e.silent() {
 		return
 	}
 	e.absent = false
@@ -715,7 +804,7 @@ func (s *Staged) orderApplied(applied []int) {
 	// class (those Commit leaves out too, which are skipped).
 	out, j := applied[:0], 0
 	s.ordered.AscendFunc(btreemap.Min[[]byte](), btreemap.Max[[]byte](), func(k []byte, i int) bool {
-		if e := &s.entries[i]; e.value == nil && e.absent {
+		if s.entries[i].silent() {
 			return true
 		}
 		for ; j < len(rest) && bytes.Compare(s.entries[rest[j]].key, k) < 0; j++ {
@@ -733,7 +822,7 @@ func (s *Staged) orderApplied(applied []int) {
 		s.unordered++
 		out = out[:0]
 		for _, i := range s.dirty {
-			if e := &s.entries[i]; e.value != nil || !e.absent {
+			if !s.entries[i].silent() {
 				out = append(out, i)
 			}
 		}
@@ -826,6 +915,10 @@ func keyPrefix(k []byte) uint64 {
 // Flush right before ending the transaction; more writes may follow it and
 // are emitted by the next Flush. Without the cache it does nothing.
 func (s *Staged) Flush() {
+	// The ranges first: a key written in a range after it was dropped
+	// must follow its record, and the keys written before, which it
+	// covers, are not emitted.
+	s.flushDrops()
 	if len(s.pending) == 0 {
 		return
 	}
@@ -852,13 +945,13 @@ var ErrUnflushed = errors.New("store: commit with unflushed writes")
 // retried; if it cannot succeed, the engine is behind the changelog and must
 // be restored from it.
 func (s *Staged) Commit(checkpoint int64) error {
-	if s.changelog != nil && len(s.pending) > 0 {
-		return fmt.Errorf("%w: %d keys in store %s", ErrUnflushed, len(s.pending), s.name)
+	if s.changelog != nil && len(s.pending)+len(s.drops)-s.flushedDrops > 0 {
+		return fmt.Errorf("%w: %d keys and %d ranges in store %s", ErrUnflushed, len(s.pending), len(s.drops)-s.flushedDrops, s.name)
 	}
 	if len(s.held) > 0 {
 		return fmt.Errorf("%w: %d held updates in store %s", ErrUnflushed, len(s.held), s.name)
 	}
-	if len(s.dirty) == 0 && checkpoint == NoCheckpoint {
+	if len(s.dirty) == 0 && len(s.drops) == 0 && checkpoint == NoCheckpoint {
 		return nil
 	}
 	s.noteSize()
@@ -872,16 +965,19 @@ func (s *Staged) Commit(checkpoint int64) error {
 	if cap(applied) < len(s.dirty) {
 		applied = make([]int, 0, len(s.dirty)) // not grown by doubling
 	}
+	// So are the deletes of a dropped range (covered): the range's
+	// delete, first, takes them out.
 	for _, i := range s.dirty {
-		if e := &s.entries[i]; e.value != nil || !e.absent {
+		if e := &s.entries[i]; !e.silent() {
 			applied = append(applied, i)
 		}
 	}
 	s.orderApplied(applied)
 	ws := s.writes[:0]
-	if cap(ws) < len(applied) {
-		ws = make([]Write, 0, len(applied))
+	if cap(ws) < len(s.drops)+len(applied) {
+		ws = make([]Write, 0, len(s.drops)+len(applied))
 	}
+	ws = append(ws, s.drops...)
 	for _, i := range applied {
 		e := &s.entries[i]
 		ws = append(ws, Write{Key: e.key, Value: e.value})
@@ -896,6 +992,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 	if err != nil {
 		return fmt.Errorf("store: commit %s: %w", s.name, err)
 	}
+	s.clearDrops()
 	if s.cached > s.cacheLimit {
 		s.keepCommitted()
 		return nil
@@ -903,7 +1000,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 	// The committed writes stay as the engine's values.
 	for _, i := range s.dirty {
 		e := &s.entries[i]
-		e.dirty, e.absent = false, e.value == nil
+		e.dirty, e.absent, e.covered = false, e.value == nil, false
 	}
 	s.dirty = s.dirty[:0]
 	s.clearOrdered()
@@ -1002,6 +1099,7 @@ func (s *Staged) Attached(key any) any { return s.attached[key] }
 func (s *Staged) Mark() {
 	s.marked = true
 	s.markEntries, s.markPending, s.markDirty, s.markHeld = len(s.entries), len(s.pending), len(s.dirty), len(s.held)
+	s.markDrops = len(s.drops)
 	s.undo = s.undo[:0]
 }
 
@@ -1039,10 +1137,19 @@ func (s *Staged) Rollback() {
 	s.entries = s.entries[:s.markEntries]
 	s.pending = s.pending[:s.markPending]
 	s.dirty = s.dirty[:s.markDirty]
+	clear(s.drops[s.markDrops:])
+	s.drops = s.drops[:s.markDrops]
+	s.flushedDrops = min(s.flushedDrops, s.markDrops) // (no Flush inside a unit)
 	s.cached -= (len(s.held) - s.markHeld) * heldOverhead
 	clear(s.held[s.markHeld:])
 	s.held = s.held[:s.markHeld]
 	s.Release()
+}
+
+func (s *Staged) clearDrops() {
+	clear(s.drops)
+	s.drops = s.drops[:0]
+	s.flushedDrops = 0
 }
 
 func (s *Staged) reset() {
@@ -1052,6 +1159,7 @@ func (s *Staged) reset() {
 	s.entries = s.entries[:0]
 	s.pending = s.pending[:0]
 	s.dirty = s.dirty[:0]
+	s.clearDrops()
 	s.clearOrdered()
 	clear(s.held)
 	s.held = s.held[:0]

@@ -9,9 +9,12 @@ var ErrClosed = errors.New("store: closed")
 // applied a batch with a changelog offset.
 const NoCheckpoint int64 = -1
 
-// Write is one staged mutation. A nil Value deletes Key.
+// Write is one staged mutation. A nil Value deletes Key. A non-nil End
+// deletes every key in [Key, End) instead (a range delete: Staged.DropRange,
+// replayed from its changelog record), and Value is not used.
 type Write struct {
 	Key, Value []byte
+	End        []byte
 }
 
 // Engine is the durable layer beneath a Staged store: Pebble on disk or a
