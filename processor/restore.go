@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/store"
 )
 
@@ -145,7 +146,11 @@ func restoreTo(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt
 			if r.Attrs.IsControl() || src != nil && !src.accepts(r.Key, r.Value) {
 				continue
 			}
-			batch = append(batch, store.Write{Key: r.Key, Value: r.Value})
+			w := store.Write{Key: r.Key, Value: r.Value}
+			if src == nil {
+				w = task.ChangelogWrite(r) // a changelog's: it may drop a range
+			}
+			batch = append(batch, w)
 			restored++
 			if len(batch) == restoreBatch {
 				if err := eng.Apply(batch, last); err != nil {

@@ -3,6 +3,8 @@ package processor
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
@@ -372,6 +375,130 @@ func TestGlobalBootstrapEndsOnEmptiedPartition(t *testing.T) {
 		}
 		if want := i >= 5 && i < 10; ok != want || ok && string(v) != fmt.Sprintf("v%d", i) {
 			t.Errorf("key %d (%d bytes): %q %v, want present %v", i, len(k), v, ok, want)
+		}
+	}
+}
+
+// TestRestoreReplaysRangeDeletes: a changelog record of a dropped range
+// (names.RangeDeleteHeader: a stream join's due segments) is replayed as
+// the range delete it is, in its place among the other records: the keys
+// put in its range before it go, those put after it stay, and those
+// outside it stay. After compaction has kept only the latest record of
+// the range's start (the ranges from one start only grow), the replay
+// ends in the same state. Keys of every shape, in Pebble. A source
+// table's topic is a user's, where the header means nothing: there the
+// record is a key like any other.
+func TestRestoreReplaysRangeDeletes(t *testing.T) {
+	keys := edgeKeys(24)
+	in := func(k []byte) []byte { return append([]byte("jx"), k...) } // "j" itself is no key
+	put := func(k []byte, v string) *kgo.Record { return &kgo.Record{Key: k, Value: []byte(v)} }
+	drop := func(end []byte) *kgo.Record {
+		return &kgo.Record{Key: []byte("j"), Value: end, Headers: []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}}
+	}
+	var recs []*kgo.Record
+	for i, k := range keys {
+		recs = append(recs, put(in(k), fmt.Sprint("v", i)), put(append([]byte("k"), k...), fmt.Sprint("w", i)))
+	}
+	recs = append(recs,
+		drop(in([]byte("k"))), // the keys below "k": the empty key, 0x00, the UUID, "0"
+		put(in(keys[1]), "again"), put(in(keys[5]), "again"),
+		drop(in([]byte("kkk"))), // a farther end from the same start
+		put(in(keys[2]), "last"))
+	// replay is what the engine must hold: the records applied in order,
+	// a range record as a range delete if ranges.
+	replay := func(ranges bool) string {
+		m := map[string]string{}
+		for _, r := range recs {
+			if ranges && len(r.Headers) > 0 {
+				for k := range m {
+					if k >= string(r.Key) && k < string(r.Value) {
+						delete(m, k)
+					}
+				}
+				continue
+			}
+			m[string(r.Key)] = string(r.Value)
+		}
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			fmt.Fprintf(&b, "%q=%q ", k, m[k])
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name      string
+		compacted bool
+		src       bool
+	}{{"changelog", false, false}, {"compacted changelog", true, false}, {"source topic", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := edgeBroker(t)
+			addrs := b.Addrs()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := broker.CreateTopic(ctx, addrs, "cl", 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
+				t.Fatal(err)
+			}
+			cl := edgeClient(t, addrs, kgo.DefaultProduceTopic("cl"))
+			offs := produceEach(t, cl, recs...)
+			adm := kadm.NewClient(cl)
+			if tc.compacted {
+				b.Cluster().Compact()
+				// The first range record is gone: the second, of the same
+				// start, supersedes it.
+				rs := readPartition(t, addrs, "cl", 0, offs[len(offs)-1]+1)
+				if len(rs) >= len(recs) {
+					t.Fatalf("compaction kept all %d records", len(rs))
+				}
+				for _, r := range rs {
+					if r.Offset == offs[2*len(keys)] {
+						t.Fatalf("compaction kept the first range record (offset %d)", r.Offset)
+					}
+				}
+			}
+			var src *sourceChangelog
+			if tc.src {
+				commitGroup(t, adm, "g", "cl", 0, offs[len(offs)-1]+1)
+				src = &sourceChangelog{group: "g", accepts: func(_, _ []byte) bool { return true }}
+			}
+			eng, err := store.OpenPebble(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer eng.Close()
+			if _, err := restore(ctx, adm, restoreOpts(addrs), "cl", 0, eng, 10*time.Second, src, &restoreProgress{log: quietLog()}); err != nil {
+				t.Fatal(err)
+			}
+			var got strings.Builder
+			if err := eng.Range(nil, nil, func(k, v []byte) error {
+				fmt.Fprintf(&got, "%q=%q ", k, v)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if want := replay(!tc.src); got.String() != want {
+				t.Fatalf("restored\n%s\nwant\n%s", got.String(), want)
+			}
+		})
+	}
+}
+
+// readPartition reads topic/p from its start to end, every record.
+func readPartition(t *testing.T, addrs []string, topic string, p int32, end int64) []*kgo.Record {
+	t.Helper()
+	cl := edgeClient(t, addrs, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var rs []*kgo.Record
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range fs.Records() {
+			rs = append(rs, r)
+			if r.Offset == end-1 {
+				return rs
+			}
 		}
 	}
 }

@@ -308,7 +308,7 @@ func (s *standbySet) apply(fs kgo.Fetches) error {
 			}
 			last = r.Offset
 			if !r.Attrs.IsControl() {
-				batch = append(batch, store.Write{Key: r.Key, Value: r.Value})
+				batch = append(batch, task.ChangelogWrite(r))
 				n++
 			}
 			if len(batch) == restoreBatch {

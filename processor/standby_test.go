@@ -24,8 +24,8 @@ import (
 // TestStandbyFollowsOnlyCommittedChangelog runs a standby copy of a
 // counting task against a changelog written by transactions
 // that commit, abort and stay open: the copy reaches the changelog's end,
-// holds what committed and nothing else, and a task opening on it restores
-// nothing.
+// holds what committed and nothing else, deletes the ranges the changelog
+// drops, and a task opening on it restores nothing.
 func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 	addrs := testbroker.Addrs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -160,6 +160,27 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 		t.Error("records of the committed transaction missing")
 	}
 
+	// A dropped range (names.RangeDeleteHeader: a stream join's due
+	// segments), then a key written in it: the copy deletes the range's
+	// keys as the active store did, and keeps the key written after.
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx,
+		&kgo.Record{Key: []byte("c"), Value: []byte("c5"), Headers: []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}},
+		&kgo.Record{Key: []byte("c2"), Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	eng = waitCheckpoint(end() - 1)
+	for k, want := range map[string]bool{"c0": false, "c10": false, "c499": false, "c2": true, "c5": true, "c999": true, "u9": true} {
+		if has(eng, k) != want {
+			t.Errorf("after the range [c, c5) and c2 written in it: %s in the copy %v, want %v", k, !want, want)
+		}
+	}
+
 	// Promotion: the standby closes, the active task's restore finds
 	// nothing left to replay.
 	s.release(id)
@@ -178,9 +199,9 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 	if n != 0 {
 		t.Errorf("restore on the standby copy replayed %d records, want 0", n)
 	}
-	// Negative control: a fresh store restores all 1020 committed records.
+	// Negative control: a fresh store restores all 1022 committed records.
 	fresh := store.NewMemory()
-	if n, err = restore(ctx, adm, a.cfg.kgoOpts, topic, 0, fresh, 10*time.Second, nil, &restoreProgress{log: a.log}); err != nil || n != 1020 {
-		t.Errorf("fresh restore: %d records, %v; want 1020", n, err)
+	if n, err = restore(ctx, adm, a.cfg.kgoOpts, topic, 0, fresh, 10*time.Second, nil, &restoreProgress{log: a.log}); err != nil || n != 1022 {
+		t.Errorf("fresh restore: %d records, %v; want 1022", n, err)
 	}
 }

@@ -16,6 +16,13 @@ const (
 	TimeStoreSuffix = "-time"
 )
 
+// RangeDeleteHeader marks a changelog record that deletes a range of keys
+// instead of writing one (store.Staged.DropRange: a stream join's due
+// segments): its key is the range's start and its value the range's end.
+// Restore and standbys replay it as that range delete; a sluice without
+// it would store the record as a key.
+const RangeDeleteHeader = "sluice.range.delete"
+
 // Repartition is the plan's name of the repartition topic the user named
 // name: name-repartition, which Internal prefixes with the application id.
 func Repartition(name string) string { return name + RepartitionSuffix }

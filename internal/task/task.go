@@ -299,6 +299,26 @@ var (
 	ErrRecordTooLarge   = exec.ErrRecordTooLarge
 )
 
+// rangeHeaders are the headers of a changelog record of a dropped range.
+var rangeHeaders = []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}
+
+// ChangelogWrite is the write a changelog record r replays: a range delete
+// for the record of a dropped range (names.RangeDeleteHeader), else the
+// record's key and value. Only a changelog's records may be read so: a
+// user's topic (a source table's) could carry the header.
+func ChangelogWrite(r *kgo.Record) store.Write {
+	for _, h := range r.Headers {
+		if h.Key == names.RangeDeleteHeader {
+			end := r.Value
+			if end == nil {
+				end = []byte{} // [start, "") is empty, and End must be set
+			}
+			return store.Write{Key: r.Key, End: end}
+		}
+	}
+	return store.Write{Key: r.Key, Value: r.Value}
+}
+
 // DefaultAction is the action for an error class when nobody configured one.
 func DefaultAction(c exec.ErrorClass) exec.Action {
 	if c == exec.Deserialization {
@@ -414,6 +434,11 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		st.SetChangelog(func(k, v []byte) {
 			r := t.record()
 			r.Topic, r.Partition, r.Key, r.Value = topic, id.Partition, k, v
+			t.emit(r, promise)
+		})
+		st.SetRangeChangelog(func(start, end []byte) {
+			r := t.record()
+			r.Topic, r.Partition, r.Key, r.Value, r.Headers = topic, id.Partition, start, end, rangeHeaders
 			t.emit(r, promise)
 		})
 	}
