@@ -317,17 +317,15 @@ func (p *StreamJoinSide[K, Own, Other, V]) drop(wm int64) error {
 		return nil
 	}
 	cut := wm - p.cfg.CloseAfter - (p.seg - 1) // at or after firstSeg
-	// As close's: the scan starts at the first segment, not over the
-	// records removed earlier in the transaction.
-	due, err := DueIndex(p.st, layout.JoinRecord, p.firstSeg, cut)
-	if err != nil {
+	// The due segments are one range of keys, from the prefix on: the
+	// changelog hears of it in one record, not a tombstone a record (as
+	// Kafka Streams drops a segment), and a restore or a standby replays
+	// it as the range delete it is. Its start stays the prefix, so the
+	// range only grows and compaction may keep the last record alone.
+	if err := p.st.DropRange([]byte{layout.JoinRecord}, layout.DueEnd(layout.JoinRecord, cut)); err != nil {
 		return err
 	}
-	for _, k := range due {
-		if err := p.st.Delete(k); err != nil {
-			return err
-		}
-	}
+	var err error
 	p.firstSeg, err = FirstIndex(p.st, layout.JoinRecord, cut+1)
 	return err
 }

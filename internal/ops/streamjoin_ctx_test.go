@@ -41,6 +41,9 @@ func newJoinCtx(t testing.TB, names ...string) *joinCtx {
 		t.Cleanup(func() { e.Close() })
 		st := store.NewStaged(name, e)
 		st.SetChangelog(func(k, v []byte) { c.changelog = append(c.changelog, fmt.Sprintf("%s %x=%x", name, k, v)) })
+		st.SetRangeChangelog(func(start, end []byte) {
+			c.changelog = append(c.changelog, fmt.Sprintf("%s range %x..%x", name, start, end))
+		})
 		c.stores[name] = st
 	}
 	return c
