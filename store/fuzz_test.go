@@ -67,9 +67,26 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		offset, checkpoint := int64(-1), NoCheckpoint
 		held := map[string]heldModel{} // held updates since the last TakeHeld
 		var heldOrder []string         // their keys, in the order first held
-		covered := map[string]bool{}   // keys whose delete since the Flush is a range drop's
+		covered := map[string]bool{}   // keys whose staged delete is a range drop's
 		var drops []string             // cache mode: the range records the next Flush emits
 		dropEnd := map[string]string{} // the farthest end dropped from each start
+		var dropped [][2]string        // the ranges dropped since the last commit
+		// mergedValue is k's value in the stage over the engine, less
+		// the ranges dropped (nil: absent).
+		mergedValue := func(k string) *string {
+			if v, ok := stage[k]; ok {
+				return v
+			}
+			for _, d := range dropped {
+				if k >= d[0] && k < d[1] {
+					return nil
+				}
+			}
+			if v, ok := committed[k]; ok {
+				return &v
+			}
+			return nil
+		}
 
 		s.SetChangelog(func(k, v []byte) {
 			txn = append(txn, recString(k, v))
@@ -128,7 +145,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			case hold:
 				h, ok := held[k]
 				if !ok {
-					h.prev = mergedValue(committed, stage, k)
+					h.prev = mergedValue(k)
 					heldOrder = append(heldOrder, k)
 				}
 				h.ts = ts
@@ -174,7 +191,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			for _, k := range heldOrder {
 				h := held[k]
 				// The value is the key's now, whoever wrote it last.
-				want = append(want, fmt.Sprintf("%q:%s>%s@%d", k, ptrString(h.prev), ptrString(mergedValue(committed, stage, k)), h.ts))
+				want = append(want, fmt.Sprintf("%q:%s>%s@%d", k, ptrString(h.prev), ptrString(mergedValue(k)), h.ts))
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("TakeHeld handed out %q, want %q", got, want)
@@ -184,20 +201,24 @@ func FuzzStagedMatchesModel(f *testing.F) {
 		}
 		// dropRange drops [lo, hi): every key of the merged view in it is
 		// deleted, by deletes the changelog hears of from the range's
-		// record alone.
+		// record alone. The keys written since the commit stay staged,
+		// as deletes; the committed ones the range hides.
 		dropRange := func(lo, hi string) {
 			before := len(txn)
 			if err := s.DropRange([]byte(lo), []byte(hi)); err != nil {
 				t.Fatal(err)
 			}
-			var keys []string
-			for _, k := range keysOf(committed, stage) {
-				if k >= lo && k < hi && mergedValue(committed, stage, k) != nil {
+			if lo < hi {
+				dropped = append(dropped, [2]string{lo, hi})
+			}
+			var keys []string // in key order, as the stage makes them deletes
+			for _, k := range slices.Sorted(maps.Keys(stage)) {
+				if v := stage[k]; k >= lo && k < hi && (v != nil || !covered[k]) {
 					keys = append(keys, k)
 				}
 			}
 			var want []string
-			if len(keys) > 0 {
+			if lo < hi {
 				rec := rangeString0([]byte(lo), []byte(hi))
 				if cache {
 					drops = append(drops, rec)
@@ -243,7 +264,6 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				}
 			}
 			drops = nil
-			clear(covered)
 			if !sameButElided(got, want, txn[:before]) {
 				t.Fatalf("Flush emitted %q, want %q", got, want)
 			}
@@ -292,6 +312,15 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				if err := s.Commit(cp); err != nil {
 					t.Fatal(err)
 				}
+				for _, d := range dropped {
+					for k := range committed {
+						if k >= d[0] && k < d[1] {
+							delete(committed, k)
+						}
+					}
+				}
+				dropped = nil
+				clear(covered)
 				for k, v := range stage {
 					if v == nil {
 						delete(committed, k)
@@ -314,13 +343,13 @@ func FuzzStagedMatchesModel(f *testing.F) {
 				clear(held)
 				heldOrder = nil
 				clear(covered)
-				drops = nil
+				drops, dropped = nil, nil
 				txn = nil
 			case 6: // a unit of writes, then rollback or release
 				stageBefore, flushBefore, txnBefore := maps.Clone(stage), maps.Clone(sinceFlush), len(txn)
 				heldBefore, orderBefore := maps.Clone(held), slices.Clone(heldOrder)
 				flushOrderBefore := slices.Clone(flushOrder)
-				coveredBefore, dropsBefore := maps.Clone(covered), slices.Clone(drops)
+				coveredBefore, dropsBefore, droppedBefore := maps.Clone(covered), slices.Clone(drops), slices.Clone(dropped)
 				s.Mark()
 				if next()%4 == 0 {
 					dropRange(dropFrom())
@@ -347,7 +376,7 @@ func FuzzStagedMatchesModel(f *testing.F) {
 					// The task drops the changelog records the unit emitted.
 					stage, sinceFlush, txn = stageBefore, flushBefore, txn[:txnBefore]
 					held, heldOrder, flushOrder = heldBefore, orderBefore, flushOrderBefore
-					covered, drops = coveredBefore, dropsBefore
+					covered, drops, dropped = coveredBefore, dropsBefore, droppedBefore
 				} else {
 					s.Release()
 				}
@@ -355,6 +384,13 @@ func FuzzStagedMatchesModel(f *testing.F) {
 
 			// Read-your-writes through the stage, committed state in the engine.
 			merged := maps.Clone(committed)
+			for _, d := range dropped {
+				for k := range merged {
+					if k >= d[0] && k < d[1] {
+						delete(merged, k)
+					}
+				}
+			}
 			for k, v := range stage {
 				if v == nil {
 					delete(merged, k)
@@ -423,17 +459,6 @@ type heldModel struct {
 	ts   int64
 }
 
-// mergedValue is k's value in the stage over the engine (nil: absent).
-func mergedValue(committed map[string]string, stage map[string]*string, k string) *string {
-	if v, ok := stage[k]; ok {
-		return v
-	}
-	if v, ok := committed[k]; ok {
-		return &v
-	}
-	return nil
-}
-
 func stringPtr(b []byte) *string {
 	if b == nil {
 		return nil
@@ -461,18 +486,6 @@ func parseRangeRec(r string) (lo, hi string, ok bool) {
 		panic(err)
 	}
 	return lo, hi, true
-}
-
-// keysOf is every key of the committed state and the stage, sorted.
-func keysOf(committed map[string]string, stage map[string]*string) []string {
-	ks := slices.Collect(maps.Keys(committed))
-	for k := range stage {
-		if _, ok := committed[k]; !ok {
-			ks = append(ks, k)
-		}
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 func recString(k, v []byte) string {

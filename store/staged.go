@@ -309,6 +309,16 @@ func (s *Staged) get(key []byte, mode keep) ([]byte, bool, error) {
 		v := s.entries[i].value
 		return v, v != nil, nil
 	}
+	if len(s.drops) > 0 && s.dropped(key) {
+		// A dropped range hides the engine's value. The engine holds
+		// the key until Commit, so an entry for a write that follows
+		// is the drop's covered delete, not absent (which would let a
+		// later delete go without its tombstone).
+		if mode == keepAlways {
+			s.stage(key, nil, false, true)
+		}
+		return nil, false, nil
+	}
 	complete, err := s.isComplete()
 	if err != nil {
 		return nil, false, err
@@ -421,11 +431,14 @@ func (s *Staged) Delete(key []byte) error {
 	return nil
 }
 
-// DropRange deletes every key in [start, end) of the merged view, as Delete
-// would each, and has the changelog told so by one record of the range
-// (SetRangeChangelog) instead of a tombstone per key. A key written in the
-// range after the drop stays. Two rules keep a compacted changelog's
-// replay equal to the engine: start must be no key of the store (it is the
+// DropRange deletes every key in [start, end) of the merged view, and has
+// the changelog told so by one record of the range (SetRangeChangelog)
+// instead of a tombstone per key. It reads none of the engine's keys: the
+// stage's entries in the range become deletes that neither the changelog
+// nor the engine hears of (covered), reads hide the engine's keys in it
+// until Commit deletes them with one range delete. A key written in the
+// range after the drop stays. Two rules keep a compacted changelog's replay
+// equal to the engine: start must be no key of the store (it is the
 // record's key), and the ranges dropped from one start only grow, since
 // compaction keeps the last record of a start.
 func (s *Staged) DropRange(start, end []byte) error {
@@ -435,35 +448,56 @@ func (s *Staged) DropRange(start, end []byte) error {
 	if bytes.Compare(start, end) >= 0 {
 		return nil
 	}
-	// The keys are copied into one buffer first: the deletes change what
-	// Range walks.
-	var buf []byte
-	var ends []int
-	err := s.Range(start, end, func(k, _ []byte) error {
-		buf = append(buf, k...)
-		ends = append(ends, len(buf))
-		return nil
-	})
-	if err != nil || len(ends) == 0 {
-		// An empty range needs no record: the replayed changelog holds
-		// no key in it either (the engine equals it, and the stage's
-		// writes in it were deletes).
+	if _, ok, err := s.Peek(start); err != nil || ok {
+		if err == nil {
+			err = fmt.Errorf("store: %s: a range dropped from %q, a key of the store", s.name, start)
+		}
 		return err
-	}
-	if ends[0] == len(start) && bytes.Equal(buf[:ends[0]], start) {
-		return fmt.Errorf("store: %s: a range dropped from %q, a key of the store", s.name, start)
 	}
 	s.drops = append(s.drops, Write{Key: bytes.Clone(start), End: bytes.Clone(end)})
 	if !s.cache {
 		s.flushDrops()
 	}
-	from := 0
-	for _, to := range ends {
-		s.stats.Deletes++
-		s.stage(buf[from:to:to], nil, false, true)
-		from = to
+	// The entries in the range: a clean one, the engine's value, is
+	// forgotten, and so says the key is gone, as it is after Commit; a
+	// write since the last Commit becomes the drop's delete, in key order
+	// (the order a Flush emits a key written again after the drop).
+	var writes []int
+	for i := range s.entries {
+		e := &s.entries[i]
+		if e.value == nil && (!e.dirty || e.covered) || !inRange(e.key, start, end) {
+			continue
+		}
+		if e.dirty {
+			writes = append(writes, i)
+			continue
+		}
+		if s.marked && i < s.markEntries {
+			s.undo = append(s.undo, undoStep{i: i, was: *e})
+		}
+		s.cached -= len(e.value)
+		e.value, e.absent = nil, false // absent once the range is deleted, not before
+	}
+	s.sortIndices(writes)
+	for _, i := range writes {
+		s.stage(s.entries[i].key, nil, false, true) // finds entry i: no entry is added
 	}
 	return nil
+}
+
+// dropped says whether key is in a range dropped since the last Commit:
+// the engine's value of it, if any, is gone.
+func (s *Staged) dropped(key []byte) bool {
+	for _, d := range s.drops {
+		if inRange(key, d.Key, d.End) {
+			return true
+		}
+	}
+	return false
+}
+
+func inRange(key, start, end []byte) bool {
+	return bytes.Compare(key, start) >= 0 && bytes.Compare(key, end) < 0
 }
 
 // flushDrops hands the changelog the records of the ranges dropped since
@@ -664,6 +698,9 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 				return fn(e.key, e.value)
 			}
 		}
+		if len(s.drops) > 0 && s.dropped(k) {
+			return nil
+		}
 		return fn(k, v)
 	})
 	if err != nil {
@@ -692,6 +729,9 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 	err = s.engine.Range(start, limit, func(k, v []byte) error {
 		if i, ok := s.index.Get(k, s.entries); ok && s.entries[i].dirty {
 			return nil // deleted, or overwritten (then at or after staged)
+		}
+		if len(s.drops) > 0 && s.dropped(k) {
+			return nil
 		}
 		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
 		return errStop
