@@ -43,6 +43,11 @@
 // or read as a read cache bounded in bytes (WithReadCache), so that the next
 // transaction reads them from a map rather than the engine.
 //
+// A store whose keys expire in ranges (a stream join's segments) drops one
+// with DropRange: one changelog record for the range (SetRangeChangelog;
+// the runtime marks it with a header, and a restore replays it as
+// Write{Key: start, End: end}, a range delete), not a tombstone per key.
+//
 // A table whose updates are forwarded once per key and flush (folding, Kafka
 // Streams' record cache) holds them in the stage too: PutHeld writes like
 // Put and keeps, with the key's entry, the write's record context and the

@@ -21,9 +21,10 @@ import (
 // committed state, so a restart replays only the changelog tail past its
 // checkpoint instead of wiping it.
 //
-// The changelog records a Staged emits (see SetChangelog) are exactly the
-// writes Commit applies: with the cache on, Flush emits the last write of each
-// key, and Commit refuses to apply writes that were never flushed.
+// The changelog records a Staged emits (see SetChangelog and
+// SetRangeChangelog) are exactly the writes Commit applies: with the cache
+// on, Flush emits the last write of each key and each range dropped, and
+// Commit refuses to apply writes that were never flushed.
 //
 // The stage also caches committed values for reads: a key read from the
 // engine, or written and committed, stays in the stage as a clean entry, so
