@@ -208,17 +208,19 @@ func FuzzStagedMatchesModel(f *testing.F) {
 			if err := s.DropRange([]byte(lo), []byte(hi)); err != nil {
 				t.Fatal(err)
 			}
-			if lo < hi {
-				dropped = append(dropped, [2]string{lo, hi})
+			live := false // whether the merged view holds a key in the range
+			for k := range keysIn(committed, stage) {
+				live = live || k >= lo && k < hi && mergedValue(k) != nil
 			}
 			var keys []string // in key order, as the stage makes them deletes
 			for _, k := range slices.Sorted(maps.Keys(stage)) {
-				if v := stage[k]; k >= lo && k < hi && (v != nil || !covered[k]) {
+				if v := stage[k]; live && k >= lo && k < hi && (v != nil || !covered[k]) {
 					keys = append(keys, k)
 				}
 			}
 			var want []string
-			if lo < hi {
+			if live {
+				dropped = append(dropped, [2]string{lo, hi})
 				rec := rangeString0([]byte(lo), []byte(hi))
 				if cache {
 					drops = append(drops, rec)
@@ -486,6 +488,18 @@ func parseRangeRec(r string) (lo, hi string, ok bool) {
 		panic(err)
 	}
 	return lo, hi, true
+}
+
+// keysIn is every key of the committed state and the stage.
+func keysIn(committed map[string]string, stage map[string]*string) map[string]bool {
+	ks := map[string]bool{}
+	for k := range committed {
+		ks[k] = true
+	}
+	for k := range stage {
+		ks[k] = true
+	}
+	return ks
 }
 
 func recString(k, v []byte) string {

@@ -434,7 +434,8 @@ func (s *Staged) Delete(key []byte) error {
 
 // DropRange deletes every key in [start, end) of the merged view, and has
 // the changelog told so by one record of the range (SetRangeChangelog)
-// instead of a tombstone per key. It reads none of the engine's keys: the
+// instead of a tombstone per key; an empty range it leaves alone. Past the
+// first key, it reads none of the engine's keys: the
 // stage's entries in the range become deletes that neither the changelog
 // nor the engine hears of (covered), reads hide the engine's keys in it
 // until Commit deletes them with one range delete. A key written in the
@@ -453,6 +454,13 @@ func (s *Staged) DropRange(start, end []byte) error {
 		if err == nil {
 			err = fmt.Errorf("store: %s: a range dropped from %q, a key of the store", s.name, start)
 		}
+		return err
+	}
+	// An empty range is no drop: no record, and the deletes in it keep
+	// their tombstones. So what a drop writes depends on the store alone,
+	// not on how the caller knew the range was due (a hint in memory that
+	// the replay of an aborted transaction has anew).
+	if _, _, ok, err := s.First(start, end); err != nil || !ok {
 		return err
 	}
 	s.drops = append(s.drops, Write{Key: bytes.Clone(start), End: bytes.Clone(end)})
