@@ -1115,9 +1115,10 @@ func (s *Staged) Abort() {
 
 // DropCache forgets the cached committed values, for whoever writes the
 // engine other than through this Staged. It must not be called with writes
-// staged.
+// staged; if it is, it keeps them (a range dropped is a write, though no
+// key of it may be staged).
 func (s *Staged) DropCache() {
-	if len(s.dirty) == 0 {
+	if len(s.dirty) == 0 && len(s.drops) == 0 {
 		s.reset()
 	}
 	clear(s.attached)

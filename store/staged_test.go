@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -706,5 +707,32 @@ func TestAttachedDroppedByAbortAndDropCache(t *testing.T) {
 	s.DropCache()
 	if got := s.Attached(key{}); got != nil {
 		t.Fatalf("Attached after DropCache = %v, want nil", got)
+	}
+}
+
+// TestDropCacheKeepsARangeDropped: a range dropped over keys the engine
+// alone holds stages no key, yet is a write: DropCache keeps it, so reads
+// still hide the range and Commit still deletes it.
+func TestDropCacheKeepsARangeDropped(t *testing.T) {
+	eng := NewMemory()
+	mustApply(t, eng, 0, "ja", "1", "jb", "2", "k", "3")
+	s := NewStaged("drop", eng)
+	var log []string
+	s.SetChangelog(func(k, v []byte) { log = append(log, recString(k, v)) })
+	s.SetRangeChangelog(func(start, end []byte) { log = append(log, rangeString0(start, end)) })
+	if err := s.DropRange([]byte("j"), []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	s.DropCache()
+	wantGet(t, s, "ja", "<missing>")
+	s.Flush()
+	if err := s.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dump(t, eng, nil, nil), "k=3"; got != want {
+		t.Fatalf("engine after the commit: %q, want %q", got, want)
+	}
+	if want := []string{rangeString0([]byte("j"), []byte("k"))}; !slices.Equal(log, want) {
+		t.Fatalf("changelog %q, want %q", log, want)
 	}
 }
