@@ -1042,7 +1042,7 @@ func (s *Staged) Commit(checkpoint int64) error {
 		return fmt.Errorf("store: commit %s: %w", s.name, err)
 	}
 	s.clearDrops()
-	if s.cached > s.cacheLimit {
+	if s.cached > s.cacheBound() {
 		s.keepCommitted()
 		return nil
 	}
@@ -1074,7 +1074,7 @@ func (s *Staged) keepCommitted() {
 			size += len(e.key) + len(e.value) + entryOverhead
 		}
 	}
-	if size > s.cacheLimit {
+	if size > s.cacheBound() {
 		s.reset()
 		s.complete = -1 // the engine holds keys without entries now
 		return
@@ -1139,6 +1139,33 @@ func (s *Staged) Attach(key, v any) {
 
 // Attached returns what is kept under key (Attach), or nil.
 func (s *Staged) Attached(key any) any { return s.attached[key] }
+
+// Sized is what a value kept with a store (Attach) implements to be
+// counted in the store's memory: Bytes estimates what it holds. It counts
+// in the stage's Bytes, and within the read cache's bound: the committed
+// values cached after a Commit get what it leaves of the bound. It keeps
+// itself within ReadCacheLimit.
+type Sized interface{ Bytes() int }
+
+// ReadCacheLimit returns the read cache's bound (WithReadCache): what the
+// stage keeps in memory between transactions, its cached values and the
+// Sized values attached to it together.
+func (s *Staged) ReadCacheLimit() int { return s.cacheLimit }
+
+// attachedBytes sums the Bytes of the Sized values attached.
+func (s *Staged) attachedBytes() int {
+	n := 0
+	for _, v := range s.attached {
+		if sz, ok := v.(Sized); ok {
+			n += sz.Bytes()
+		}
+	}
+	return n
+}
+
+// cacheBound is what the committed values cached after a Commit may take:
+// the read cache's bound less what is attached.
+func (s *Staged) cacheBound() int { return max(s.cacheLimit-s.attachedBytes(), 0) }
 
 // Mark starts a unit of writes that Rollback can undo as a whole, without
 // discarding what was staged before: how a task processes one record
@@ -1278,8 +1305,9 @@ func (s *Staged) Dirty() int { return len(s.dirty) }
 // Bytes estimates the memory the stage holds, staged writes and cached
 // committed values alike (keys, values and bookkeeping): what the
 // instance's memory budget counts (processor.MemoryBudget). After a Commit
-// it is at most the read cache's bound (WithReadCache).
-func (s *Staged) Bytes() int { return s.cached }
+// it is at most the read cache's bound (WithReadCache). What is attached
+// to the store and Sized counts too.
+func (s *Staged) Bytes() int { return s.cached + s.attachedBytes() }
 
 // Stats returns the cumulative counters.
 func (s *Staged) Stats() Stats { return s.stats }

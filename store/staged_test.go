@@ -710,6 +710,51 @@ func TestAttachedDroppedByAbortAndDropCache(t *testing.T) {
 	}
 }
 
+// sized is a value attached to a store that says how much memory it holds.
+type sized int
+
+func (n sized) Bytes() int { return int(n) }
+
+// TestAttachedSizedCountsInTheReadCache: what is attached and Sized counts
+// in the stage's Bytes, and within the read cache's bound: after a commit
+// the cached values get only what it leaves, and all of the bound once it
+// is gone.
+func TestAttachedSizedCountsInTheReadCache(t *testing.T) {
+	type key struct{}
+	e := &countingEngine{Engine: NewMemory()}
+	s := NewStaged("t", e, WithReadCache(4*entryOverhead))
+	if s.ReadCacheLimit() != 4*entryOverhead {
+		t.Fatalf("ReadCacheLimit = %d, want %d", s.ReadCacheLimit(), 4*entryOverhead)
+	}
+	commit := func() {
+		for _, k := range []string{"a", "b"} {
+			mustPut(t, s, k, "1")
+		}
+		s.Flush()
+		mustCommit(t, s, 0)
+	}
+	s.Attach(key{}, sized(3*entryOverhead))
+	if got := s.Bytes(); got != 3*entryOverhead {
+		t.Fatalf("Bytes with nothing staged = %d, want the attached %d", got, 3*entryOverhead)
+	}
+	commit() // two entries: over what the attached value leaves
+	if got := s.Bytes(); got != 3*entryOverhead {
+		t.Fatalf("Bytes after a commit = %d, want the attached %d alone: the cache did not fit beside it", got, 3*entryOverhead)
+	}
+	before := e.gets
+	if _, _, err := s.Get([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if e.gets != before+1 {
+		t.Fatalf("a read after the commit asked the engine %d times, want 1", e.gets-before)
+	}
+	s.Abort() // drops the attached value
+	commit()
+	if got, want := s.Bytes(), 2*(2+entryOverhead); got != want {
+		t.Fatalf("Bytes after a commit with nothing attached = %d, want the two cached entries' %d", got, want)
+	}
+}
+
 // TestDropCacheKeepsARangeDropped: a range dropped over keys the engine
 // alone holds stages no key, yet is a write: DropCache keeps it, so reads
 // still hide the range and Commit still deletes it.
