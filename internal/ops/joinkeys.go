@@ -39,6 +39,15 @@ import (
 // join them or be stored beside them: the watermark goes back only in an
 // abort. Until then an entry whose records are past a record's range
 // costs that record nothing: the bounds leave them out.
+//
+// It is bounded, as the store's read cache is and within the same bound
+// (store.Sized): an entry that would take it past the store's
+// ReadCacheLimit gives up the segment it was for. A segment given up
+// (full) forgets its entries and says it may hold any key at any time:
+// its records are found by reading the store, as they would be without
+// joinKeys, until it leaves with them. A join whose window holds more
+// keys than the memory budget allows slows down; it does not grow past
+// the budget.
 type joinKeys struct {
 	seed maphash.Seed
 	seg  int64              // the store's segment width (joinSegment)
@@ -46,13 +55,34 @@ type joinKeys struct {
 	// size is how many keys and pairs the segment swept last held: a new
 	// segment's maps are made that large, not grown to it entry by entry.
 	size struct{ keys, pairs int }
+	// bytes estimates the memory of the segments' entries; limit bounds
+	// it.
+	bytes, limit int
 }
 
 // segKeys is what joinKeys knows of one segment.
 type segKeys struct {
 	keys  map[uint64]heldTimes // hash of a key → the times of its records
 	pairs map[uint64]struct{}  // hash of a key and timestamp
+	bytes int                  // the entries' part of joinKeys.bytes
+	// full says the segment was given up: it may hold any key at any
+	// time, and its maps are nil.
+	full bool
 }
+
+// keyBytes and pairBytes estimate the memory of an entry of a segment's
+// keys and pairs: the slot (its hash, and for a key its times) and the
+// map's control byte, at the load of a map just grown (7/16), so that
+// the bound holds of the memory at its peak: a map grown by doubling
+// holds from about 0.6 to 1 times this (TestJoinKeysBytesEstimate
+// measures it).
+const (
+	keyBytes  = 64
+	pairBytes = 24
+)
+
+// Bytes returns the estimated memory of the entries (store.Sized).
+func (jk *joinKeys) Bytes() int { return jk.bytes }
 
 // joinKeysOf is the key of a store's joinKeys (store.Staged.Attach).
 type joinKeysOf struct{}
@@ -76,7 +106,7 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 		return jk, nil
 	}
 	seg := joinSegment(closeAfter)
-	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}}
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: st.ReadCacheLimit()}
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -140,11 +170,15 @@ type heldTimes struct{ lo, hi int64 }
 
 // held returns the bounds of the timestamps of the records the store may
 // hold of the key whose encoding is kb in the segment at segStart, and
-// ok=false if it holds none there.
+// ok=false if it holds none there. A segment given up may hold the key at
+// any time.
 func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
 	sk := jk.segs[segStart]
 	if sk == nil {
 		return heldTimes{}, false
+	}
+	if sk.full {
+		return heldTimes{math.MinInt64, math.MaxInt64}, true
 	}
 	t, ok := sk.keys[maphash.Bytes(jk.seed, kb)]
 	return t, ok
@@ -158,20 +192,50 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 	segStart := layout.JoinSegment(ts, jk.seg)
 	sk := jk.segs[segStart]
 	if sk == nil {
-		sk = &segKeys{keys: make(map[uint64]heldTimes, jk.size.keys), pairs: make(map[uint64]struct{}, jk.size.pairs)}
+		// Made as large as the last segment swept, or as the bound
+		// allows, whichever is less.
+		room := max(jk.limit-jk.bytes, 0)
+		sk = &segKeys{keys: make(map[uint64]heldTimes, min(jk.size.keys, room/keyBytes)),
+			pairs: make(map[uint64]struct{}, min(jk.size.pairs, room/pairBytes))}
 		jk.segs[segStart] = sk
 	}
+	if sk.full {
+		return true
+	}
 	h := maphash.Bytes(jk.seed, kb)
-	if t, ok := sk.keys[h]; !ok {
+	t, ok := sk.keys[h]
+	hp := maphash.Bytes(jk.seed, at)
+	_, before = sk.pairs[hp]
+	grow := b2i(!ok)*keyBytes + b2i(!before)*pairBytes
+	if grow > 0 && jk.bytes+grow > jk.limit {
+		jk.giveUp(sk)
+		return true
+	}
+	sk.bytes += grow
+	jk.bytes += grow
+	if !ok {
 		sk.keys[h] = heldTimes{ts, ts}
 	} else if ts < t.lo || ts > t.hi {
 		sk.keys[h] = heldTimes{min(t.lo, ts), max(t.hi, ts)}
 	}
-	h = maphash.Bytes(jk.seed, at)
-	if _, before = sk.pairs[h]; !before {
-		sk.pairs[h] = struct{}{}
+	if !before {
+		sk.pairs[hp] = struct{}{}
 	}
 	return before
+}
+
+// giveUp forgets what joinKeys knows of the segment sk: from now on it may
+// hold any key at any time.
+func (jk *joinKeys) giveUp(sk *segKeys) {
+	jk.bytes -= sk.bytes
+	*sk = segKeys{full: true}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sweep drops the segments whose every record is due at wm, as the store
@@ -182,7 +246,10 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 func (jk *joinKeys) sweep(wm, closeAfter int64) {
 	for s, sk := range jk.segs {
 		if segmentDue(s, jk.seg, closeAfter, wm) {
-			jk.size.keys, jk.size.pairs = len(sk.keys), len(sk.pairs)
+			if !sk.full {
+				jk.size.keys, jk.size.pairs = len(sk.keys), len(sk.pairs)
+			}
+			jk.bytes -= sk.bytes
 			delete(jk.segs, s)
 		}
 	}

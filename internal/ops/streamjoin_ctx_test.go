@@ -32,6 +32,11 @@ var _ exec.Context = (*joinCtx)(nil)
 // newJoinCtx opens a Pebble store of each name in a fresh directory; the
 // stores' changelog records are collected in changelog.
 func newJoinCtx(t testing.TB, names ...string) *joinCtx {
+	return newJoinCtxWith(t, nil, names...)
+}
+
+// newJoinCtxWith is newJoinCtx, with the stages made with opts.
+func newJoinCtxWith(t testing.TB, opts []store.StagedOption, names ...string) *joinCtx {
 	c := &joinCtx{stores: map[string]*store.Staged{}, globals: map[string]store.Engine{}, wm: window.NoWatermark}
 	for _, name := range names {
 		e, err := store.OpenPebble(t.TempDir())
@@ -39,7 +44,7 @@ func newJoinCtx(t testing.TB, names ...string) *joinCtx {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close() })
-		st := store.NewStaged(name, e)
+		st := store.NewStaged(name, e, opts...)
 		st.SetChangelog(func(k, v []byte) { c.changelog = append(c.changelog, fmt.Sprintf("%s %x=%x", name, k, v)) })
 		st.SetRangeChangelog(func(start, end []byte) {
 			c.changelog = append(c.changelog, fmt.Sprintf("%s range %x..%x", name, start, end))

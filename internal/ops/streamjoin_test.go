@@ -2,6 +2,9 @@ package ops
 
 import (
 	"fmt"
+	"hash/maphash"
+	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +13,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
 )
 
 // joinSides returns the two sides of an outer join of strings in a
@@ -77,9 +81,9 @@ func newJoinRun(t *testing.T) (*joinCtx, *StreamJoinSide[string, string, string,
 	return newJoinRunOf(t, true)
 }
 
-// newJoinRunOf is newJoinRun, outer or inner.
-func newJoinRunOf(t *testing.T, outer bool) (*joinCtx, *StreamJoinSide[string, string, string, string], *StreamJoinSide[string, string, string, string]) {
-	c := newJoinCtx(t, "j-left", "j-right")
+// newJoinRunOf is newJoinRun, outer or inner, its stages made with opts.
+func newJoinRunOf(t *testing.T, outer bool, opts ...store.StagedOption) (*joinCtx, *StreamJoinSide[string, string, string, string], *StreamJoinSide[string, string, string, string]) {
+	c := newJoinCtxWith(t, opts, "j-left", "j-right")
 	left, right := joinSidesOf(outer)
 	if err := errorsJoin(left.Init(c), right.Init(c)); err != nil {
 		t.Fatal(err)
@@ -185,6 +189,145 @@ func TestStreamJoinSideAbortReplay(t *testing.T) {
 		}
 		if !slices.Equal(log, wantLog) {
 			t.Fatalf("%d steps a transaction: changelogs differ after aborts", per)
+		}
+	}
+}
+
+// TestStreamJoinSideBoundedKeys runs streamJoinSteps with each store's
+// read cache bound, and so its joinKeys', too small for what the steps
+// store: joinKeys gives segments up as their entries pass the bound, and
+// stays within it, and the outputs and changelogs are those of a run with
+// room for every entry, with aborts and without.
+func TestStreamJoinSideBoundedKeys(t *testing.T) {
+	never := func(int) bool { return false }
+	c0, l0, r0 := newJoinRun(t)
+	wantOut, wantLog := c0.runTxns(t, streamJoinSteps(c0, l0, r0), 3, never, l0, r0)
+	for _, limit := range []int{0, 2_000, 1 << 20} {
+		for _, abort := range []func(int) bool{never, func(i int) bool { return i%2 == 0 }} {
+			c, left, right := newJoinRunOf(t, true, store.WithReadCache(limit))
+			gaveUp := false
+			steps := streamJoinSteps(c, left, right)
+			for i, step := range steps {
+				steps[i] = func() error {
+					if err := step(); err != nil {
+						return err
+					}
+					for _, name := range []string{"j-left", "j-right"} {
+						jk, ok := c.stores[name].Attached(joinKeysOf{}).(*joinKeys)
+						if !ok {
+							continue // (after an abort, until the next record)
+						}
+						if jk.Bytes() > limit {
+							return fmt.Errorf("store %s: joinKeys holds %d bytes, over its bound %d", name, jk.Bytes(), limit)
+						}
+						for _, sk := range jk.segs {
+							gaveUp = gaveUp || sk.full
+						}
+					}
+					return nil
+				}
+			}
+			out, log := c.runTxns(t, steps, 3, abort, left, right)
+			if !slices.Equal(out, wantOut) {
+				t.Fatalf("bound %d: %d results, want %d\n got  %q\n want %q", limit, len(out), len(wantOut), out, wantOut)
+			}
+			if !slices.Equal(log, wantLog) {
+				t.Fatalf("bound %d: the changelogs differ from a run with room for every entry", limit)
+			}
+			if gaveUp != (limit < 1<<20) {
+				t.Fatalf("bound %d: a segment given up: %v", limit, gaveUp)
+			}
+		}
+	}
+}
+
+// TestJoinKeysGivesUpASegment: an entry that would take joinKeys past its
+// bound gives its segment up, which then may hold any key at any time and
+// counts nothing; other segments are still known key by key, and a
+// segment's bytes leave with it.
+func TestJoinKeysGivesUpASegment(t *testing.T) {
+	const seg = 100
+	s0, s1 := layout.JoinSegment(10, seg), layout.JoinSegment(150, seg)
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: 3*keyBytes + 3*pairBytes}
+	add := func(k string, ts int64) bool {
+		kb := []byte(k)
+		at := layout.JoinKey(kb, layout.JoinSegment(ts, seg), ts, 0)
+		return jk.add(kb, at[:len(at)-8], ts)
+	}
+	for i, k := range []string{"a", "b", "c"} {
+		if add(k, int64(10+i)) {
+			t.Fatalf("%s: first record said stored before", k)
+		}
+	}
+	if !add("a", 10) {
+		t.Fatal("a record of a key and time noted: not said stored before")
+	}
+	if jk.Bytes() != 3*keyBytes+3*pairBytes {
+		t.Fatalf("Bytes = %d, want %d", jk.Bytes(), 3*keyBytes+3*pairBytes)
+	}
+	if held, ok := jk.held([]byte("d"), s0); ok {
+		t.Fatalf("d held at %v before it was added", held)
+	}
+	// A fourth key does not fit: the segment is given up.
+	if !add("d", 20) {
+		t.Fatal("a record of a segment given up: not said stored before")
+	}
+	if jk.Bytes() != 0 {
+		t.Fatalf("Bytes after the segment was given up = %d, want 0", jk.Bytes())
+	}
+	for _, k := range []string{"a", "d", "never added"} {
+		if held, ok := jk.held([]byte(k), s0); !ok || held.lo != math.MinInt64 || held.hi != math.MaxInt64 {
+			t.Fatalf("%s in a segment given up: held %v %v, want any time", k, held, ok)
+		}
+	}
+	if !add("e", 30) {
+		t.Fatal("a new key of a segment given up: not said stored before")
+	}
+	// The next segment is known key by key again.
+	if add("a", 150) {
+		t.Fatal("first record of the next segment said stored before")
+	}
+	if held, ok := jk.held([]byte("a"), s1); !ok || held != (heldTimes{150, 150}) {
+		t.Fatalf("a in the next segment: held %v %v, want 150..150", held, ok)
+	}
+	if _, ok := jk.held([]byte("b"), s1); ok {
+		t.Fatal("b held in the next segment, where it has no record")
+	}
+	jk.sweep(400, 150)
+	if len(jk.segs) != 0 || jk.Bytes() != 0 {
+		t.Fatalf("after the sweep: %d segments, %d bytes; want none", len(jk.segs), jk.Bytes())
+	}
+}
+
+// TestJoinKeysBytesEstimate measures the heap that joinKeys' maps take
+// against what it counts (keyBytes and pairBytes a record), for segments
+// of several sizes: the bound it keeps is of real memory, which the count
+// does not fall short of by more than a tenth, nor pass by more than
+// twice, as the maps grow by doubling.
+func TestJoinKeysBytesEstimate(t *testing.T) {
+	live := func() float64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapAlloc)
+	}
+	live() // (what earlier tests left is collected before the first measure)
+	for _, n := range []int{20_000, 30_000, 50_000, 100_000, 200_000} {
+		jk := &joinKeys{seed: maphash.MakeSeed(), seg: 1 << 40, segs: map[int64]*segKeys{}, limit: math.MaxInt}
+		var kb, key []byte
+		for i := range n {
+			kb = fmt.Appendf(kb[:0], "%08d", i)
+			key = layout.AppendJoinKey(key[:0], kb, 0, int64(i), 0)
+			jk.add(kb, key[:len(key)-8], int64(i))
+		}
+		counted := jk.Bytes()
+		with := live()
+		runtime.KeepAlive(jk)
+		jk = nil
+		ratio := (with - live()) / float64(counted)
+		t.Logf("%d keys: %.2f of the %d bytes counted on the heap", n, ratio, counted)
+		if ratio < 0.5 || ratio > 1.1 {
+			t.Errorf("%d keys: the heap holds %.2f times what joinKeys counts", n, ratio)
 		}
 	}
 }
