@@ -15,8 +15,9 @@ import (
 // side's store holds, attached to the store (store.Staged.Attach) so that
 // both sides read it. It is kept by segment, as the store is: for each
 // segment, a hash of each key stored in it, with the smallest and largest
-// timestamps the key was stored at there, and a hash of each key and
-// timestamp stored in it.
+// timestamps the key was stored at there, and, for the keys stored there
+// at two timestamps or more, a hash of each key and timestamp (a key
+// stored at one timestamp has it in both bounds).
 //
 //   - The other side asks it for the times of the records of a key the
 //     store may hold in a segment (held) before it ranges over them: most
@@ -62,23 +63,24 @@ type joinKeys struct {
 
 // segKeys is what joinKeys knows of one segment.
 type segKeys struct {
-	keys  map[uint64]heldTimes // hash of a key → the times of its records
-	pairs map[uint64]struct{}  // hash of a key and timestamp
-	bytes int                  // the entries' part of joinKeys.bytes
+	keys map[uint64]heldTimes // hash of a key → the times of its records
+	// pairs holds the hash (pairHash) of each key and timestamp of the
+	// keys whose times' bounds differ.
+	pairs map[uint64]struct{}
+	bytes int // the entries' part of joinKeys.bytes
 	// full says the segment was given up: it may hold any key at any
 	// time, and its maps are nil.
 	full bool
 }
 
 // keyBytes and pairBytes estimate the memory of an entry of a segment's
-// keys and pairs: the slot (its hash, and for a key its times) and the
-// map's control byte, at the load of a map just grown (7/16), so that
-// the bound holds of the memory at its peak: a map grown by doubling
-// holds from about 0.6 to 1 times this (TestJoinKeysBytesEstimate
-// measures it).
+// keys and pairs (the slot, its share of the map's control words and
+// tables) at the peak of a map grown by doubling, measured: just after it
+// grew, a map holds its entries at under half its room. Between peaks the
+// maps hold from about 0.6 of this (TestJoinKeysBytesEstimate).
 const (
-	keyBytes  = 64
-	pairBytes = 24
+	keyBytes  = 56
+	pairBytes = 40
 )
 
 // Bytes returns the estimated memory of the entries (store.Sized).
@@ -119,7 +121,7 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 			if moved {
 				moves = append(moves, move{bytes.Clone(k), nk, bytes.Clone(v)})
 			}
-			jk.add(kb, nk[:len(nk)-8], ts)
+			jk.add(kb, ts)
 			return nil
 		})
 	}
@@ -184,11 +186,9 @@ func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
 	return t, ok
 }
 
-// add notes a record of the key whose encoding is kb at ts, where at is
-// its join key's prefix (layout.JoinKey without the sequence number), and
-// says whether a record of that key and timestamp may have been stored
-// before.
-func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
+// add notes a record of the key whose encoding is kb at ts, and says
+// whether a record of that key and timestamp may have been stored before.
+func (jk *joinKeys) add(kb []byte, ts int64) (before bool) {
 	segStart := layout.JoinSegment(ts, jk.seg)
 	sk := jk.segs[segStart]
 	if sk == nil {
@@ -204,9 +204,25 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 	}
 	h := maphash.Bytes(jk.seed, kb)
 	t, ok := sk.keys[h]
-	hp := maphash.Bytes(jk.seed, at)
-	_, before = sk.pairs[hp]
-	grow := b2i(!ok)*keyBytes + b2i(!before)*pairBytes
+	// A key's first record, or one at the time of a key stored at one
+	// time alone, needs no pair: the bounds say. The key's second time
+	// brings its first time's pair with its own.
+	var pairs [2]uint64
+	n := 0
+	switch {
+	case !ok: // the key's first record in the segment
+	case t.lo == t.hi:
+		if before = ts == t.lo; !before {
+			pairs[0], pairs[1], n = pairHash(h, t.lo), pairHash(h, ts), 2
+		}
+	default:
+		pairs[0], n = pairHash(h, ts), 1
+		_, before = sk.pairs[pairs[0]]
+		if before {
+			n = 0
+		}
+	}
+	grow := b2i(!ok)*keyBytes + n*pairBytes
 	if grow > 0 && jk.bytes+grow > jk.limit {
 		jk.giveUp(sk)
 		return true
@@ -218,11 +234,17 @@ func (jk *joinKeys) add(kb, at []byte, ts int64) (before bool) {
 	} else if ts < t.lo || ts > t.hi {
 		sk.keys[h] = heldTimes{min(t.lo, ts), max(t.hi, ts)}
 	}
-	if !before {
-		sk.pairs[hp] = struct{}{}
+	for _, p := range pairs[:n] {
+		sk.pairs[p] = struct{}{}
 	}
 	return before
 }
+
+// pairHash is the hash of a key and a timestamp in a segment's pairs, from
+// the key's hash h: distinct for the timestamps of one key (the multiplier
+// is odd); the map hashes it again with its own seed. Two keys may share
+// one, which only sends a record to read the store.
+func pairHash(h uint64, ts int64) uint64 { return h ^ uint64(ts)*0x9e3779b97f4a7c15 }
 
 // giveUp forgets what joinKeys knows of the segment sk: from now on it may
 // hold any key at any time.

@@ -111,7 +111,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) keys() (own, other *joinKeys, err err
 func (p *StreamJoinSide[K, Own, Other, V]) keyAt(own *joinKeys, kb []byte, segStart, ts int64) ([]byte, error) {
 	p.key = layout.AppendJoinKey(p.key[:0], kb, segStart, ts, 0)
 	k0 := p.key
-	if !own.add(kb, k0[:len(k0)-8], ts) {
+	if !own.add(kb, ts) {
 		return k0, nil
 	}
 	if _, ok, err := p.st.Get(k0); err != nil || !ok {

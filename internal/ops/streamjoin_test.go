@@ -155,10 +155,13 @@ func TestStreamJoinSideKeysAndSeq(t *testing.T) {
 			func() error { return left.Process(exec.Record{Key: k, Value: "a", Timestamp: 7}) },
 			func() error { return left.Process(exec.Record{Key: k, Value: "b", Timestamp: 7}) },
 			func() error { return right.Process(exec.Record{Key: k, Value: "c", Timestamp: 9}) },
+			// The key at a second time, then at its first again.
+			func() error { return left.Process(exec.Record{Key: k, Value: "x", Timestamp: 8}) },
+			func() error { return left.Process(exec.Record{Key: k, Value: "d", Timestamp: 7}) },
 		}
 		c.runTxns(t, steps, 1, func(int) bool { return false }, left, right)
 		st := c.stores["j-left"]
-		for seq, v := range []string{"a", "b"} {
+		for seq, v := range []string{"a", "b", "d"} {
 			key := joinKeyAt(k, 7, int64(seq))
 			b, ok, err := st.Get(key)
 			if err != nil || !ok || string(b) != "\x01"+v {
@@ -248,22 +251,24 @@ func TestStreamJoinSideBoundedKeys(t *testing.T) {
 func TestJoinKeysGivesUpASegment(t *testing.T) {
 	const seg = 100
 	s0, s1 := layout.JoinSegment(10, seg), layout.JoinSegment(150, seg)
-	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: 3*keyBytes + 3*pairBytes}
-	add := func(k string, ts int64) bool {
-		kb := []byte(k)
-		at := layout.JoinKey(kb, layout.JoinSegment(ts, seg), ts, 0)
-		return jk.add(kb, at[:len(at)-8], ts)
-	}
-	for i, k := range []string{"a", "b", "c"} {
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: 3*keyBytes + 2*pairBytes}
+	add := func(k string, ts int64) bool { return jk.add([]byte(k), ts) }
+	for i, k := range []string{"a", "b"} {
 		if add(k, int64(10+i)) {
 			t.Fatalf("%s: first record said stored before", k)
 		}
 	}
+	if add("b", 12) { // b's second time: two pairs
+		t.Fatal("b at a second time said stored before")
+	}
 	if !add("a", 10) {
 		t.Fatal("a record of a key and time noted: not said stored before")
 	}
-	if jk.Bytes() != 3*keyBytes+3*pairBytes {
-		t.Fatalf("Bytes = %d, want %d", jk.Bytes(), 3*keyBytes+3*pairBytes)
+	if jk.Bytes() != 2*keyBytes+2*pairBytes {
+		t.Fatalf("Bytes = %d, want %d", jk.Bytes(), 2*keyBytes+2*pairBytes)
+	}
+	if add("c", 13) || jk.Bytes() != 3*keyBytes+2*pairBytes {
+		t.Fatalf("c: Bytes = %d, want %d", jk.Bytes(), 3*keyBytes+2*pairBytes)
 	}
 	if held, ok := jk.held([]byte("d"), s0); ok {
 		t.Fatalf("d held at %v before it was added", held)
@@ -300,10 +305,10 @@ func TestJoinKeysGivesUpASegment(t *testing.T) {
 }
 
 // TestJoinKeysBytesEstimate measures the heap that joinKeys' maps take
-// against what it counts (keyBytes and pairBytes a record), for segments
-// of several sizes: the bound it keeps is of real memory, which the count
-// does not fall short of by more than a tenth, nor pass by more than
-// twice, as the maps grow by doubling.
+// against what it counts (keyBytes and pairBytes an entry), for segments
+// of several sizes, of keys stored at one time and at two: the bound it
+// keeps is of real memory, which the count does not fall short of by more
+// than a tenth, nor pass by more than twice, as the maps grow by doubling.
 func TestJoinKeysBytesEstimate(t *testing.T) {
 	live := func() float64 {
 		var m runtime.MemStats
@@ -312,22 +317,53 @@ func TestJoinKeysBytesEstimate(t *testing.T) {
 		return float64(m.HeapAlloc)
 	}
 	live() // (what earlier tests left is collected before the first measure)
-	for _, n := range []int{20_000, 30_000, 50_000, 100_000, 200_000} {
-		jk := &joinKeys{seed: maphash.MakeSeed(), seg: 1 << 40, segs: map[int64]*segKeys{}, limit: math.MaxInt}
-		var kb, key []byte
-		for i := range n {
-			kb = fmt.Appendf(kb[:0], "%08d", i)
-			key = layout.AppendJoinKey(key[:0], kb, 0, int64(i), 0)
-			jk.add(kb, key[:len(key)-8], int64(i))
+	for _, times := range []int{1, 2} {
+		for _, n := range []int{20_000, 30_000, 50_000, 100_000, 200_000} {
+			jk := &joinKeys{seed: maphash.MakeSeed(), seg: 1 << 40, segs: map[int64]*segKeys{}, limit: math.MaxInt}
+			var kb []byte
+			for i := range n {
+				kb = fmt.Appendf(kb[:0], "%08d", i)
+				for j := range times {
+					jk.add(kb, int64(i+j))
+				}
+			}
+			counted := jk.Bytes()
+			with := live()
+			runtime.KeepAlive(jk)
+			jk = nil
+			ratio := (with - live()) / float64(counted)
+			t.Logf("%d keys at %d times: %.2f of the %d bytes counted on the heap", n, times, ratio, counted)
+			if ratio < 0.5 || ratio > 1.1 {
+				t.Errorf("%d keys at %d times: the heap holds %.2f times what joinKeys counts", n, times, ratio)
+			}
 		}
-		counted := jk.Bytes()
-		with := live()
-		runtime.KeepAlive(jk)
-		jk = nil
-		ratio := (with - live()) / float64(counted)
-		t.Logf("%d keys: %.2f of the %d bytes counted on the heap", n, ratio, counted)
-		if ratio < 0.5 || ratio > 1.1 {
-			t.Errorf("%d keys: the heap holds %.2f times what joinKeys counts", n, ratio)
+	}
+}
+
+// TestJoinKeysSaysWhatMayBeStored: add says a key and time may be stored
+// exactly when it noted them before, for a key at one time and at many,
+// and notes pairs only for keys at two times or more.
+func TestJoinKeysSaysWhatMayBeStored(t *testing.T) {
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: 1000, segs: map[int64]*segKeys{}, limit: math.MaxInt}
+	seen := map[string]bool{}
+	for i, at := range []int64{10, 10, 12, 10, 12, 11, 11, 9, 13, 9, 10} {
+		for _, k := range []string{"a", "b", testkeys.UUIDs(1)[0]} {
+			ts := at
+			if k == "b" {
+				ts = 10 // b stays at one time
+			}
+			id := fmt.Sprint(k, "@", ts)
+			if got := jk.add([]byte(k), ts); got != seen[id] {
+				t.Fatalf("step %d: %s: add says stored before %v, want %v", i, id, got, seen[id])
+			}
+			seen[id] = true
 		}
+	}
+	sk := jk.segs[layout.JoinSegment(10, 1000)]
+	if want := 2 * 5; len(sk.pairs) != want { // a's and the UUID's five times
+		t.Fatalf("%d pairs, want %d: b, at one time, needs none", len(sk.pairs), want)
+	}
+	if want := 3*keyBytes + 10*pairBytes; jk.Bytes() != want {
+		t.Fatalf("Bytes = %d, want %d", jk.Bytes(), want)
 	}
 }
