@@ -53,6 +53,10 @@ type joinKeys struct {
 	seed maphash.Seed
 	seg  int64              // the store's segment width (joinSegment)
 	segs map[int64]*segKeys // a segment's start → what it holds
+	// shift is the unit of the times kept (packTimes): 1<<shift ms, the
+	// least that puts every offset within a segment in 32 bits (0 for
+	// segments up to 49 days wide).
+	shift uint
 	// size is how many keys and pairs the segment swept last held: a new
 	// segment's maps are made that large, not grown to it entry by entry.
 	size struct{ keys, pairs int }
@@ -63,7 +67,7 @@ type joinKeys struct {
 
 // segKeys is what joinKeys knows of one segment.
 type segKeys struct {
-	keys map[uint64]heldTimes // hash of a key → the times of its records
+	keys map[uint64]uint64 // hash of a key → the times of its records (packTimes)
 	// pairs holds the hash (pairHash) of each key and timestamp of the
 	// keys whose times' bounds differ.
 	pairs map[uint64]struct{}
@@ -79,7 +83,7 @@ type segKeys struct {
 // grew, a map holds its entries at under half its room. Between peaks the
 // maps hold from about 0.6 of this (TestJoinKeysBytesEstimate).
 const (
-	keyBytes  = 56
+	keyBytes  = 40
 	pairBytes = 40
 )
 
@@ -108,7 +112,7 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 		return jk, nil
 	}
 	seg := joinSegment(closeAfter)
-	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: st.ReadCacheLimit()}
+	jk := newJoinKeys(seg, st.ReadCacheLimit())
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -164,6 +168,44 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 	return jk, nil
 }
 
+// newJoinKeys returns an empty joinKeys of a store of segments seg wide,
+// bounded by limit bytes.
+func newJoinKeys(seg int64, limit int) *joinKeys {
+	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: limit}
+	for uint64(seg-1)>>jk.shift > math.MaxUint32 {
+		jk.shift++
+	}
+	return jk
+}
+
+// packTimes packs the bounds of a key's times in a segment into the
+// value its entry holds: the lower bound's offset from the segment's start
+// in the high 32 bits, the upper's in the low, in units of 1<<shift ms
+// (lo rounded down, hi up: the bounds still hold). An entry is 16 bytes,
+// not the 24 of two timestamps.
+func packTimes(lo, hi uint32) uint64 { return uint64(lo)<<32 | uint64(hi) }
+
+// offset is ts's offset from segStart, its segment's start, in units.
+func (jk *joinKeys) offset(segStart, ts int64) uint32 {
+	return uint32(uint64(ts-segStart) >> jk.shift)
+}
+
+// times unpacks an entry's bounds in the segment at segStart.
+func (jk *joinKeys) times(segStart int64, v uint64) heldTimes {
+	lo := uint64(v>>32) << jk.shift
+	hi := uint64(uint32(v))<<jk.shift | (1<<jk.shift - 1)
+	return heldTimes{addOffset(segStart, lo), addOffset(segStart, hi)}
+}
+
+// addOffset is s+off, or math.MaxInt64 past it (an upper bound rounded up
+// in the last segment of time). off is below 1<<63.
+func addOffset(s int64, off uint64) int64 {
+	if s > 0 && off > uint64(math.MaxInt64-s) {
+		return math.MaxInt64
+	}
+	return s + int64(off)
+}
+
 // heldTimes bounds the timestamps of a key's stored records in a segment:
 // none is below lo or above hi. The bounds are not narrowed when records
 // go before their segment (an outer side's, as each is due): they may
@@ -182,8 +224,11 @@ func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
 	if sk.full {
 		return heldTimes{math.MinInt64, math.MaxInt64}, true
 	}
-	t, ok := sk.keys[maphash.Bytes(jk.seed, kb)]
-	return t, ok
+	v, ok := sk.keys[maphash.Bytes(jk.seed, kb)]
+	if !ok {
+		return heldTimes{}, false
+	}
+	return jk.times(segStart, v), true
 }
 
 // add notes a record of the key whose encoding is kb at ts, and says
@@ -195,7 +240,7 @@ func (jk *joinKeys) add(kb []byte, ts int64) (before bool) {
 		// Made as large as the last segment swept, or as the bound
 		// allows, whichever is less.
 		room := max(jk.limit-jk.bytes, 0)
-		sk = &segKeys{keys: make(map[uint64]heldTimes, min(jk.size.keys, room/keyBytes)),
+		sk = &segKeys{keys: make(map[uint64]uint64, min(jk.size.keys, room/keyBytes)),
 			pairs: make(map[uint64]struct{}, min(jk.size.pairs, room/pairBytes))}
 		jk.segs[segStart] = sk
 	}
@@ -203,17 +248,23 @@ func (jk *joinKeys) add(kb []byte, ts int64) (before bool) {
 		return true
 	}
 	h := maphash.Bytes(jk.seed, kb)
-	t, ok := sk.keys[h]
+	v, ok := sk.keys[h]
+	lo, hi, at := uint32(v>>32), uint32(v), jk.offset(segStart, ts)
 	// A key's first record, or one at the time of a key stored at one
 	// time alone, needs no pair: the bounds say. The key's second time
-	// brings its first time's pair with its own.
+	// brings its first time's pair with its own. (In units wider than a
+	// millisecond, bounds that meet may hold several times: every record
+	// notes its pair.)
 	var pairs [2]uint64
 	n := 0
 	switch {
-	case !ok: // the key's first record in the segment
-	case t.lo == t.hi:
-		if before = ts == t.lo; !before {
-			pairs[0], pairs[1], n = pairHash(h, t.lo), pairHash(h, ts), 2
+	case !ok:
+		if jk.shift > 0 {
+			pairs[0], n = pairHash(h, ts), 1
+		}
+	case lo == hi && jk.shift == 0:
+		if before = at == lo; !before {
+			pairs[0], pairs[1], n = pairHash(h, segStart+int64(lo)), pairHash(h, ts), 2
 		}
 	default:
 		pairs[0], n = pairHash(h, ts), 1
@@ -230,9 +281,9 @@ func (jk *joinKeys) add(kb []byte, ts int64) (before bool) {
 	sk.bytes += grow
 	jk.bytes += grow
 	if !ok {
-		sk.keys[h] = heldTimes{ts, ts}
-	} else if ts < t.lo || ts > t.hi {
-		sk.keys[h] = heldTimes{min(t.lo, ts), max(t.hi, ts)}
+		sk.keys[h] = packTimes(at, at)
+	} else if at < lo || at > hi {
+		sk.keys[h] = packTimes(min(lo, at), max(hi, at))
 	}
 	for _, p := range pairs[:n] {
 		sk.pairs[p] = struct{}{}

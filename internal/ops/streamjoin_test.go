@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"runtime"
 	"slices"
@@ -251,7 +250,7 @@ func TestStreamJoinSideBoundedKeys(t *testing.T) {
 func TestJoinKeysGivesUpASegment(t *testing.T) {
 	const seg = 100
 	s0, s1 := layout.JoinSegment(10, seg), layout.JoinSegment(150, seg)
-	jk := &joinKeys{seed: maphash.MakeSeed(), seg: seg, segs: map[int64]*segKeys{}, limit: 3*keyBytes + 2*pairBytes}
+	jk := newJoinKeys(seg, 3*keyBytes+2*pairBytes)
 	add := func(k string, ts int64) bool { return jk.add([]byte(k), ts) }
 	for i, k := range []string{"a", "b"} {
 		if add(k, int64(10+i)) {
@@ -319,7 +318,7 @@ func TestJoinKeysBytesEstimate(t *testing.T) {
 	live() // (what earlier tests left is collected before the first measure)
 	for _, times := range []int{1, 2} {
 		for _, n := range []int{20_000, 30_000, 50_000, 100_000, 200_000} {
-			jk := &joinKeys{seed: maphash.MakeSeed(), seg: 1 << 40, segs: map[int64]*segKeys{}, limit: math.MaxInt}
+			jk := newJoinKeys(1<<30, math.MaxInt)
 			var kb []byte
 			for i := range n {
 				kb = fmt.Appendf(kb[:0], "%08d", i)
@@ -342,28 +341,50 @@ func TestJoinKeysBytesEstimate(t *testing.T) {
 
 // TestJoinKeysSaysWhatMayBeStored: add says a key and time may be stored
 // exactly when it noted them before, for a key at one time and at many,
-// and notes pairs only for keys at two times or more.
+// and notes pairs only for keys at two times or more; held bounds every
+// time noted. In segments wide enough that times are kept in units of
+// several milliseconds, every record notes its pair, and the bounds still
+// hold.
 func TestJoinKeysSaysWhatMayBeStored(t *testing.T) {
-	jk := &joinKeys{seed: maphash.MakeSeed(), seg: 1000, segs: map[int64]*segKeys{}, limit: math.MaxInt}
-	seen := map[string]bool{}
-	for i, at := range []int64{10, 10, 12, 10, 12, 11, 11, 9, 13, 9, 10} {
-		for _, k := range []string{"a", "b", testkeys.UUIDs(1)[0]} {
-			ts := at
-			if k == "b" {
-				ts = 10 // b stays at one time
-			}
-			id := fmt.Sprint(k, "@", ts)
-			if got := jk.add([]byte(k), ts); got != seen[id] {
-				t.Fatalf("step %d: %s: add says stored before %v, want %v", i, id, got, seen[id])
-			}
-			seen[id] = true
+	for _, seg := range []int64{1000, 1 << 40} {
+		jk := newJoinKeys(seg, math.MaxInt)
+		if wide := seg > math.MaxUint32; wide != (jk.shift > 0) {
+			t.Fatalf("segments %d ms wide: times in units of %d ms", seg, 1<<jk.shift)
 		}
-	}
-	sk := jk.segs[layout.JoinSegment(10, 1000)]
-	if want := 2 * 5; len(sk.pairs) != want { // a's and the UUID's five times
-		t.Fatalf("%d pairs, want %d: b, at one time, needs none", len(sk.pairs), want)
-	}
-	if want := 3*keyBytes + 10*pairBytes; jk.Bytes() != want {
-		t.Fatalf("Bytes = %d, want %d", jk.Bytes(), want)
+		seen := map[string]bool{}
+		times := map[string][]int64{}
+		base := int64(-1 << 20) // (times below 0, and within one segment of either width)
+		for i, at := range []int64{10, 10, 12, 10, 12, 11, 11, 9, 13, 9, 10, 300, 300} {
+			for _, k := range []string{"a", "b", testkeys.UUIDs(1)[0]} {
+				ts := base + at
+				if k == "b" {
+					ts = base + 10 // b stays at one time
+				}
+				id := fmt.Sprint(k, "@", ts)
+				if got := jk.add([]byte(k), ts); got != seen[id] {
+					t.Fatalf("segments %d ms wide, step %d: %s: add says stored before %v, want %v", seg, i, id, got, seen[id])
+				}
+				seen[id] = true
+				times[k] = append(times[k], ts)
+			}
+		}
+		segStart := layout.JoinSegment(base, seg)
+		for k, ts := range times {
+			held, ok := jk.held([]byte(k), segStart)
+			if !ok || held.lo > slices.Min(ts) || held.hi < slices.Max(ts) {
+				t.Fatalf("segments %d ms wide: %s held at %v %v, want around %d..%d", seg, k, held, ok, slices.Min(ts), slices.Max(ts))
+			}
+		}
+		sk := jk.segs[segStart]
+		wantPairs := 2 * 6 // a's and the UUID's six times; b, at one time, needs none
+		if jk.shift > 0 {
+			wantPairs++ // b's one
+		}
+		if len(sk.pairs) != wantPairs {
+			t.Fatalf("segments %d ms wide: %d pairs, want %d", seg, len(sk.pairs), wantPairs)
+		}
+		if want := 3*keyBytes + wantPairs*pairBytes; jk.Bytes() != want {
+			t.Fatalf("segments %d ms wide: Bytes = %d, want %d", seg, jk.Bytes(), want)
+		}
 	}
 }
