@@ -69,7 +69,8 @@ type joinKeys struct {
 type segKeys struct {
 	keys map[uint64]uint64 // hash of a key → the times of its records (packTimes)
 	// pairs holds the hash (pairHash) of each key and timestamp of the
-	// keys whose times' bounds differ.
+	// keys whose times' bounds differ (in units wider than a millisecond,
+	// of every key).
 	pairs map[uint64]struct{}
 	bytes int // the entries' part of joinKeys.bytes
 	// full says the segment was given up: it may hold any key at any
