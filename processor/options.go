@@ -194,8 +194,9 @@ func FoldUpdates(on bool) Opt { return opt(func(c *config) { c.foldUpdates = on 
 // instance's state may use, split between one Pebble block cache shared by
 // all its stores (1/2), the stores' memtables (1/4) and the stages that hold
 // each transaction's writes until its commit and cache committed values,
-// with what a stream join keeps in memory of its windows' keys (1/4); when the stages fill their share, the instance commits early
-// rather than let them grow (DESIGN.md, Memory budget). The Kafka clients'
+// with what a stream join keeps in memory of its windows' keys (1/4); when
+// the stages fill their share, the instance commits early rather than let
+// them grow (DESIGN.md, Memory budget). The Kafka clients'
 // buffers, the Go runtime and in-memory stores are not in it. Kafka
 // Streams' nearest equivalents are statestore.cache.max.bytes and a
 // RocksDBConfigSetter. Default DefaultMemoryBudget (256 MiB); at least
