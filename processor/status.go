@@ -64,6 +64,12 @@ type StoreStatus struct {
 	CacheHits int64 `json:"cache_hits"`
 	// Bytes is the engine's approximate size on disk.
 	Bytes int64 `json:"bytes"`
+	// MemoryBytes is what the store's stage holds in memory, as
+	// state.memory.budget counts it (store.Staged.Bytes): the open
+	// transaction's writes, committed values cached for reads, and what
+	// operators keep about the store (a stream join's index of its keys,
+	// which past its bound gives up segments and slows the join).
+	MemoryBytes int64 `json:"memory_bytes"`
 }
 
 // Status is a snapshot of the instance, for health checks and operators.
@@ -131,8 +137,9 @@ func (s *status) processed(ts map[task.ID]*task.Task) {
 		st.StoreStats = st.StoreStats[:0]
 		st.engines = st.engines[:0]
 		for _, name := range t.Stores() {
-			ss := t.Store(name).Stats()
-			st.StoreStats = append(st.StoreStats, StoreStatus{Name: name, Gets: ss.Gets, CacheHits: ss.StageHits})
+			stage := t.Store(name)
+			ss := stage.Stats()
+			st.StoreStats = append(st.StoreStats, StoreStatus{Name: name, Gets: ss.Gets, CacheHits: ss.StageHits, MemoryBytes: int64(stage.Bytes())})
 			st.engines = append(st.engines, t.Engine(name))
 		}
 	}

@@ -165,6 +165,7 @@ func TestHTTPEndpoints(t *testing.T) {
 		{"sluice_task_records_produced_total", map[string]string{"task": "0_0"}},
 		{"sluice_store_gets_total", map[string]string{"task": "1_0", "store": "counts"}},
 		{"sluice_store_bytes", map[string]string{"task": "1_0", "store": "counts"}},
+		{"sluice_store_memory_bytes", map[string]string{"task": "1_0", "store": "counts"}},
 		{"sluice_kafka_connects_total", nil},
 		{"sluice_kafka_write_bytes_total", nil},
 	} {

@@ -16,7 +16,7 @@ type Collector struct {
 	processLatency, commitLatency, e2eLatency                 *prometheus.Desc
 
 	taskState, taskIn, taskOut, taskRestored, taskRemaining, lag *prometheus.Desc
-	storeBytes, storeGets, storeHits                             *prometheus.Desc
+	storeBytes, storeMemory, storeGets, storeHits                *prometheus.Desc
 }
 
 // NewCollector returns a collector for app. Register it on your own
@@ -47,10 +47,11 @@ func NewCollector(app *processor.App) *Collector {
 		taskRestored: d("task_restored_records", "Changelog records the task restored when it opened, or so far while it restores.", "task"),
 		taskRemaining: d("task_restore_remaining_records",
 			"While a task restores: offsets of the store being restored left to read (control records included); 0 once running.", "task"),
-		lag:        d("consumer_lag_records", "Records of a task's input partition past the last one it fetched, as of that fetch.", "task", "topic"),
-		storeBytes: d("store_bytes", "Approximate size on disk of a task's store.", "task", "store"),
-		storeGets:  d("store_gets_total", "Reads of a task's store.", "task", "store"),
-		storeHits:  d("store_cache_hits_total", "Reads of a task's store answered by its write or read cache, without reading Pebble.", "task", "store"),
+		lag:         d("consumer_lag_records", "Records of a task's input partition past the last one it fetched, as of that fetch.", "task", "topic"),
+		storeBytes:  d("store_bytes", "Approximate size on disk of a task's store.", "task", "store"),
+		storeMemory: d("store_memory_bytes", "Memory a task's store holds in its stage, as state.memory.budget counts it: the open transaction's writes, cached values, and what operators keep about the store (a stream join's index of its keys).", "task", "store"),
+		storeGets:   d("store_gets_total", "Reads of a task's store.", "task", "store"),
+		storeHits:   d("store_cache_hits_total", "Reads of a task's store answered by its write or read cache, without reading Pebble.", "task", "store"),
 	}
 }
 
@@ -59,7 +60,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late, c.produced, c.rebalances,
 		c.processLatency, c.commitLatency, c.e2eLatency,
-		c.taskState, c.taskIn, c.taskOut, c.taskRestored, c.taskRemaining, c.lag, c.storeBytes, c.storeGets, c.storeHits,
+		c.taskState, c.taskIn, c.taskOut, c.taskRestored, c.taskRemaining, c.lag, c.storeBytes, c.storeMemory, c.storeGets, c.storeHits,
 	} {
 		ch <- d
 	}
@@ -105,6 +106,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, st := range t.StoreStats {
 			gauge(c.storeBytes, st.Bytes, t.ID, st.Name)
+			gauge(c.storeMemory, st.MemoryBytes, t.ID, st.Name)
 			counter(c.storeGets, st.Gets, t.ID, st.Name)
 			counter(c.storeHits, st.CacheHits, t.ID, st.Name)
 		}

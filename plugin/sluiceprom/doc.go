@@ -30,6 +30,7 @@
 //	task_restore_remaining_records         while it restores: changelog offsets left to read
 //	consumer_lag_records{topic}            records of its input partition past the last fetched
 //	store_bytes{store}                     approximate size on disk of each store
+//	store_memory_bytes{store}              memory each store holds in its stage, as state.memory.budget counts it
 //	store_gets_total{store}                reads of each store
 //	store_cache_hits_total{store}          reads answered by the store's cache, not Pebble
 //
