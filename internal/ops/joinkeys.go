@@ -274,7 +274,10 @@ func (jk *joinKeys) add(kb []byte, ts int64) (before bool) {
 			n = 0
 		}
 	}
-	grow := b2i(!ok)*keyBytes + n*pairBytes
+	grow := n * pairBytes
+	if !ok {
+		grow += keyBytes
+	}
 	if grow > 0 && jk.bytes+grow > jk.limit {
 		jk.giveUp(sk)
 		return true
@@ -303,13 +306,6 @@ func pairHash(h uint64, ts int64) uint64 { return h ^ uint64(ts)*0x9e3779b97f4a7
 func (jk *joinKeys) giveUp(sk *segKeys) {
 	jk.bytes -= sk.bytes
 	*sk = segKeys{full: true}
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // sweep drops the segments whose every record is due at wm, as the store
