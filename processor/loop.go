@@ -207,7 +207,7 @@ func (m *member) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (
 		}
 		id := order[i]
 		start := time.Now()
-		n, err := processMerged(m.tasks[id], batches[id])
+		n, err := processMerged(m.tasks[id].Process, batches[id])
 		if n > 0 {
 			// One clock read per batch: the average per record, and
 			// each record's age when its outputs went out.
@@ -316,13 +316,14 @@ func parallel(n, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
-// processMerged processes a task's fetched partitions merged by record
-// timestamp (ties: the earlier partition in the fetch), each partition in
-// its own order, and returns how many records it processed.
-func processMerged(t *task.Task, parts [][]*kgo.Record) (int, error) {
+// processMerged runs process (a task's Process) over the task's fetched
+// partitions merged by record timestamp (ties: the earlier partition in
+// the fetch), each partition in its own order, and returns how many
+// records it processed: all of them, or those before the first error.
+func processMerged(process func(*kgo.Record) error, parts [][]*kgo.Record) (int, error) {
 	if len(parts) == 1 {
 		for i, r := range parts[0] {
-			if err := t.Process(r); err != nil {
+			if err := process(r); err != nil {
 				return i, err
 			}
 		}
@@ -342,7 +343,7 @@ func processMerged(t *task.Task, parts [][]*kgo.Record) (int, error) {
 		}
 		r := parts[next][0]
 		parts[next] = parts[next][1:]
-		if err := t.Process(r); err != nil {
+		if err := process(r); err != nil {
 			return n, err
 		}
 		n++
