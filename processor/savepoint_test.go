@@ -76,7 +76,8 @@ func produceSP(t *testing.T, addrs []string, in string, from, n int, abort bool)
 // this test's producer OUT_OF_ORDER_SEQUENCE_NUMBER under CI's load, which
 // franz-go leaves for the application to recover from. Tests compute what
 // they expect from the committed log, so a failed transaction, aborted,
-// counts nowhere, as any aborted one.
+// counts nowhere, as any aborted one, and a commit that went through
+// though it reported an error counts as often as it is in the log.
 func writeSP(t *testing.T, addrs []string, in string, from, n int, abort bool) error {
 	keys := spKeys()
 	ctx := context.Background()
