@@ -505,6 +505,42 @@ func (s *Staged) dropped(key []byte) bool {
 	return false
 }
 
+// engineRange calls fn for each key the engine holds in [start, end) (a
+// nil bound is open) outside the ranges dropped since the last Commit,
+// which the engine still holds: it ranges over the gaps between them. A
+// walk checking each key against the drops would pass every key of a
+// dropped range again, and a range dropped from the same start as an
+// earlier one of the transaction, as a stream join drops its due
+// segments, would pass every key of the earlier one (DropRange's First).
+func (s *Staged) engineRange(start, end []byte, fn func(key, value []byte) error) error {
+	from := start
+	for {
+		// Past every drop that holds from (the drops may overlap).
+		for moved := true; moved; {
+			moved = false
+			for _, d := range s.drops {
+				if inRange(from, d.Key, d.End) {
+					from, moved = d.End, true
+				}
+			}
+		}
+		if end != nil && bytes.Compare(from, end) >= 0 {
+			return nil
+		}
+		// Up to the next drop's start, if it is before end.
+		to, last := end, true
+		for _, d := range s.drops {
+			if bytes.Compare(d.Key, from) > 0 && (to == nil || bytes.Compare(d.Key, to) < 0) {
+				to, last = d.Key, false
+			}
+		}
+		if err := s.engine.Range(from, to, fn); err != nil || last {
+			return err
+		}
+		from = to
+	}
+}
+
 func inRange(key, start, end []byte) bool {
 	return bytes.Compare(key, start) >= 0 && bytes.Compare(key, end) < 0
 }
@@ -694,7 +730,7 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 		}
 		return nil
 	}
-	err := s.engine.Range(start, end, func(k, v []byte) error {
+	err := s.engineRange(start, end, func(k, v []byte) error {
 		if err := emitBefore(k); err != nil {
 			return err
 		}
@@ -706,9 +742,6 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 				}
 				return fn(e.key, e.value)
 			}
-		}
-		if len(s.drops) > 0 && s.dropped(k) {
-			return nil
 		}
 		return fn(k, v)
 	})
@@ -735,12 +768,9 @@ func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error
 	if staged != nil {
 		limit = staged.key // an engine key must be smaller to win
 	}
-	err = s.engine.Range(start, limit, func(k, v []byte) error {
+	err = s.engineRange(start, limit, func(k, v []byte) error {
 		if i, ok := s.index.Get(k, s.entries); ok && s.entries[i].dirty {
 			return nil // deleted, or overwritten (then at or after staged)
-		}
-		if len(s.drops) > 0 && s.dropped(k) {
-			return nil
 		}
 		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
 		return errStop
