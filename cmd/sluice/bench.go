@@ -145,7 +145,7 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
 	cmd.Flags().StringVar(&cfg.TimedCPUProfile, "cpuprofile-timed", "", "write a CPU profile of each timed run alone (no warm-up, preload, verification or paced run) to a new file PREFIX-<scenario>-<guarantee>-*.prof; with --nexmark, of each query's job process to PREFIX-<query>.prof")
 	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run (implies --in-process)")
-	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run every scenario in this process instead of one child process each (no peak RSS then)")
+	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run every scenario in this process instead of one child process each (no peak RSS then; later scenarios then run in a process the earlier runs warmed, which flatters their ratios to the pipe's first run: see PERFORMANCE.md)")
 	cmd.Flags().BoolVar(&dbs, "db-scenarios", false, "also run billing writing to PostgreSQL and to MariaDB, in two_phase and offsets mode ("+strings.Join(bench.DBScenarios, ", ")+"), on private servers started for the run (Debian packages postgresql and mariadb-server); with --only, name them")
 	cmd.Flags().StringVar(&child, "child", "", "internal: run one scenario:guarantee and print its result as JSON")
 	_ = cmd.Flags().MarkHidden("child")
