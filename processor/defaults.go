@@ -25,6 +25,7 @@ type Settings struct {
 	IdleTimeout              time.Duration // idle.timeout (0: off)
 	StateMemoryBudget        int64         // state.memory.budget: MemoryBudget
 	StateMemoryGoLimit       bool          // state.memory.go.limit: LimitGoMemory
+	MaxPartitionFetchBytes   int           // max.partition.fetch.bytes
 }
 
 // Defaults returns the value each option has when it is not given: the
@@ -48,5 +49,6 @@ func Defaults() Settings {
 		IdleTimeout:              c.idleTimeout,
 		StateMemoryBudget:        c.memoryBudget,
 		StateMemoryGoLimit:       c.goLimit,
+		MaxPartitionFetchBytes:   c.partFetchBytes,
 	}
 }

@@ -52,6 +52,7 @@ type config struct {
 	savepoint        savepointStart // FromSavepoint and its options (fromsavepoint.go)
 	memoryBudget     int64          // state.memory.budget (memory.go)
 	goLimit          bool           // state.memory.go.limit (golimit.go)
+	partFetchBytes   int            // max.partition.fetch.bytes
 }
 
 func defaultConfig() config {
@@ -67,6 +68,7 @@ func defaultConfig() config {
 		logger:           slog.New(slog.DiscardHandler),
 		standby:          defaultStandbyConfig(),
 		memoryBudget:     DefaultMemoryBudget,
+		partFetchBytes:   DefaultMaxPartitionFetchBytes,
 	}
 }
 
@@ -92,6 +94,9 @@ func (c *config) validate() error {
 	}
 	if c.memoryBudget < MinMemoryBudget {
 		errs = append(errs, fmt.Errorf("processor: state.memory.budget must be at least %d bytes (8MiB), got %d", int64(MinMemoryBudget), c.memoryBudget))
+	}
+	if c.partFetchBytes < 1 || c.partFetchBytes > MaxPartitionFetchBytesLimit {
+		errs = append(errs, fmt.Errorf("processor: max.partition.fetch.bytes must be between 1 and %d bytes (50MiB), got %d", MaxPartitionFetchBytesLimit, c.partFetchBytes))
 	}
 	errs = append(errs, validateEndpoint(c.endpoint), c.standby.validate())
 	return errors.Join(errs...)
@@ -216,6 +221,40 @@ func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget
 // always wins. Default false: the Go memory is not limited.
 func LimitGoMemory(on bool) Opt { return opt(func(c *config) { c.goLimit = on }) }
 
+const (
+	// DefaultMaxPartitionFetchBytes is max.partition.fetch.bytes's
+	// default: 64 KiB, not the Kafka consumer's 1 MiB (see
+	// MaxPartitionFetchBytes).
+	DefaultMaxPartitionFetchBytes = 64 << 10
+	// MaxPartitionFetchBytesLimit is the largest max.partition.fetch.bytes
+	// accepted: a fetch's whole bound (fetch.max.bytes, left at its
+	// default).
+	MaxPartitionFetchBytesLimit = 50 << 20
+)
+
+// MaxPartitionFetchBytes sets max.partition.fetch.bytes: the bytes of
+// records a fetch asks a broker for from each partition (a batch larger
+// than that still comes whole), for every consumer of the instance. The
+// Java consumer, whose default is 1 MiB a partition and 50 MiB a fetch,
+// keeps a fetch compressed and decompresses the records as poll hands
+// them out; franz-go decompresses a whole fetch when it arrives and makes
+// a record of every message in it, which stay until the instance has
+// processed them. Of small records that compress well a fetch then holds
+// many times its bytes, outside state.memory.budget. Default
+// DefaultMaxPartitionFetchBytes (64 KiB): in sluice bench it took a
+// stream join's peak RSS from about 1.5 GB to 1.1 GB, and the CPU of most
+// jobs down (PERFORMANCE.md, session 30). A fetch is one request to a
+// broker at a time, so over a link with a long round trip a larger value
+// may be needed for throughput. At most MaxPartitionFetchBytesLimit.
+//
+// The bound is per partition, not on the whole fetch (fetch.max.bytes),
+// because the embedded broker (kfake) leaves out the aborted transactions
+// of a partition whose batches the whole fetch's bound cuts short, so
+// that a read_committed consumer reads aborted records (DESIGN.md).
+func MaxPartitionFetchBytes(bytes int) Opt {
+	return opt(func(c *config) { c.partFetchBytes = bytes })
+}
+
 // Logger sets the logger. Default: discard.
 func Logger(l *slog.Logger) Opt { return opt(func(c *config) { c.logger = l }) }
 
@@ -251,13 +290,14 @@ func ClientHooks(hooks ...kgo.Hook) Opt {
 }
 
 // kgoOpts returns the options of one client: the seed brokers, the Kafka
-// client's log at debug level (clientlog.go), the user's
-// ClientOptions, then the client's own options, which win over the user's
-// (franz-go applies options in order).
+// client's log at debug level (clientlog.go), max.partition.fetch.bytes,
+// the user's ClientOptions, then the client's own options, which win over
+// the user's (franz-go applies options in order).
 func (c *config) kgoOpts(own ...kgo.Opt) []kgo.Opt {
-	opts := make([]kgo.Opt, 0, 2+len(c.clientOpts)+len(own))
+	opts := make([]kgo.Opt, 0, 3+len(c.clientOpts)+len(own))
 	opts = append(opts, kgo.SeedBrokers(c.brokers...))
 	opts = append(opts, clientLogOpts(c.logger)...)
+	opts = append(opts, kgo.FetchMaxPartitionBytes(int32(c.partFetchBytes)))
 	opts = append(opts, c.clientOpts...)
 	return append(opts, own...)
 }
