@@ -88,3 +88,39 @@ func TestMemoryBudgetConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPartFetchBytesConfig: max.partition.fetch.bytes is read from the
+// flag, the environment and the config file, defaults to processor's,
+// reaches a processor option, and values outside 1 byte to 50MiB are errors
+// naming the key.
+func TestPartFetchBytesConfig(t *testing.T) {
+	clearEnv(t)
+	c, err := loadVia(t, "app")
+	if err != nil || c.PartFetchBytes != processor.DefaultMaxPartitionFetchBytes {
+		t.Fatalf("default: %d, %v; want %d", c.PartFetchBytes, err, processor.DefaultMaxPartitionFetchBytes)
+	}
+	if c, err = loadVia(t, "app", "--max-partition-fetch-bytes", "1MiB"); err != nil || c.PartFetchBytes != 1<<20 {
+		t.Fatalf("flag: %d, %v", c.PartFetchBytes, err)
+	}
+	if o := c.opt(keyPartFetchBytes); o == nil {
+		t.Fatal("max.partition.fetch.bytes has no processor option")
+	}
+	t.Setenv(envName(keyPartFetchBytes), "16KiB")
+	if c, err = loadVia(t, "app"); err != nil || c.PartFetchBytes != 16<<10 {
+		t.Fatalf("environment %s: %d, %v", envName(keyPartFetchBytes), c.PartFetchBytes, err)
+	}
+	clearEnv(t)
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(f, []byte("max.partition.fetch.bytes: 50MiB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = loadVia(t, "app", "--config", f); err != nil || c.PartFetchBytes != 50<<20 {
+		t.Errorf("config file: %d, %v", c.PartFetchBytes, err)
+	}
+	for _, bad := range []string{"0", "-1MiB", "51MiB", "many"} {
+		_, err := loadVia(t, "app", "--max-partition-fetch-bytes", bad)
+		if err == nil || !strings.Contains(err.Error(), "max.partition.fetch.bytes") || !strings.Contains(err.Error(), "--max-partition-fetch-bytes") {
+			t.Errorf("--max-partition-fetch-bytes %s: %v, want an error naming the key and the flag", bad, err)
+		}
+	}
+}

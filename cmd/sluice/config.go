@@ -44,6 +44,7 @@ const (
 	keyAppServer       = "application.server"
 	keyMemoryBudget    = "state.memory.budget"
 	keyMemoryGoLimit   = "state.memory.go.limit"
+	keyPartFetchBytes  = "max.partition.fetch.bytes"
 	// Standby replicas and warm-up (processor/standby.go), and the group
 	// session timeout that a static member restarts within.
 	keyAcceptableLag  = "acceptable.recovery.lag"
@@ -75,6 +76,7 @@ var appKeys = []struct{ key, flag string }{
 	{keyIdleTimeout, "idle-timeout"},
 	{keyMemoryBudget, "memory-budget"},
 	{keyMemoryGoLimit, "limit-go-memory"},
+	{keyPartFetchBytes, "max-partition-fetch-bytes"},
 	{keyAppServer, "advertised-endpoint"},
 	{keyHTTPAddress, "http"},
 	{keyHTTPTLSCert, "http-tls-cert"},
@@ -128,6 +130,7 @@ func addAppFlags(cmd *cobra.Command) {
 	f.Duration("idle-timeout", d.IdleTimeout, "idle.timeout: an input partition silent this long stops holding the watermark back (0: off; on, a replay may close windows differently)")
 	f.String("memory-budget", formatBytes(d.StateMemoryBudget), "state.memory.budget: memory of the instance's state (`bytes`, e.g. 512MiB): half a block cache shared by its Pebble stores, a quarter memtables, a quarter the stages of uncommitted writes, committing early when they fill it")
 	f.Bool("limit-go-memory", d.StateMemoryGoLimit, "state.memory.go.limit: set the Go runtime's soft memory limit from the memory budget (its part in the Go heap plus 256MiB), so that RSS stays flat as the state grows; GOMEMLIMIT, when set, wins")
+	f.String("max-partition-fetch-bytes", formatBytes(int64(d.MaxPartitionFetchBytes)), "max.partition.fetch.bytes: `bytes` of records a fetch asks a broker for from each partition (e.g. 1MiB); franz-go decompresses a whole fetch at once, so this bounds the memory of input fetched and not yet processed, outside the memory budget")
 	f.String("advertised-endpoint", "", "application.server: `host:port` where other instances reach this one's interactive queries (default with --http: the bound HTTP address)")
 	f.String("http", "", "http.address: serve /metrics, /healthz, /readyz, /tasks, /topology and the interactive queries /stores/... on this `address` (a port alone binds 127.0.0.1); off when empty")
 	addHTTPSecurityFlags(f)
@@ -156,6 +159,7 @@ type appConfig struct {
 	IdleTimeout     time.Duration
 	MemoryBudget    int64  // state.memory.budget, bytes
 	MemoryGoLimit   bool   // state.memory.go.limit
+	PartFetchBytes  int64  // max.partition.fetch.bytes
 	AppServer       string // application.server, "" if unset
 	HTTPAddress     string // http.address, "" if off
 	LogLevel        slog.Level
@@ -222,6 +226,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	v.SetDefault(keyIdleTimeout, d.IdleTimeout)
 	v.SetDefault(keyMemoryBudget, formatBytes(d.StateMemoryBudget))
 	v.SetDefault(keyMemoryGoLimit, d.StateMemoryGoLimit)
+	v.SetDefault(keyPartFetchBytes, formatBytes(int64(d.MaxPartitionFetchBytes)))
 	v.SetDefault(keyAppServer, "")
 	v.SetDefault(keyHTTPAddress, "")
 	v.SetDefault(keyLogLevel, "info")
@@ -256,6 +261,7 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 		InstanceID:      r.str(keyInstanceID),
 		MaxRecordBytes:  r.nonNegInt(keyMaxRecordBytes),
 		MemoryBudget:    r.bytes(keyMemoryBudget),
+		PartFetchBytes:  r.bytes(keyPartFetchBytes),
 		AppServer:       r.str(keyAppServer),
 		HTTPAddress:     r.str(keyHTTPAddress),
 		LogFormat:       strings.ToLower(r.str(keyLogFormat)),
@@ -289,6 +295,9 @@ func loadAppConfig(cmd *cobra.Command, defaultAppID string) (appConfig, error) {
 	r.require(keyMaxWarmups, c.MaxWarmups > 0)
 	if c.MemoryBudget < processor.MinMemoryBudget && !r.failed(keyMemoryBudget) {
 		r.fail(keyMemoryBudget, c.MemoryBudget, fmt.Errorf("must be at least %s", formatBytes(processor.MinMemoryBudget)))
+	}
+	if (c.PartFetchBytes < 1 || c.PartFetchBytes > processor.MaxPartitionFetchBytesLimit) && !r.failed(keyPartFetchBytes) {
+		r.fail(keyPartFetchBytes, c.PartFetchBytes, fmt.Errorf("must be between 1 and %s", formatBytes(processor.MaxPartitionFetchBytesLimit)))
 	}
 	if c.ProbeInterval > 0 && c.ProbeInterval < time.Second {
 		r.fail(keyProbeInterval, c.ProbeInterval, errors.New("must be at least 1s"))
@@ -389,6 +398,8 @@ func (c appConfig) opt(key string) processor.Opt {
 		return processor.AdvertisedEndpoint(c.AppServer)
 	case keyMemoryBudget:
 		return processor.MemoryBudget(c.MemoryBudget)
+	case keyPartFetchBytes:
+		return processor.MaxPartitionFetchBytes(int(c.PartFetchBytes))
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func newConfigCmd() *cobra.Command {
 				keyIdleTimeout:      c.IdleTimeout.String(),
 				keyMemoryBudget:     formatBytes(c.MemoryBudget),
 				keyMemoryGoLimit:    strconv.FormatBool(c.MemoryGoLimit),
+				keyPartFetchBytes:   formatBytes(c.PartFetchBytes),
 				keyHTTPAddress:      c.HTTPAddress,
 				keyHTTPTLSCert:      c.HTTP.Cert,
 				keyHTTPTLSKey:       c.HTTP.Key,

@@ -38,6 +38,7 @@ func TestDefaultsAreTheProcessors(t *testing.T) {
 		{keyIdleTimeout, got.IdleTimeout, d.IdleTimeout},
 		{keyMemoryBudget, got.MemoryBudget, d.StateMemoryBudget},
 		{keyMemoryGoLimit, got.MemoryGoLimit, d.StateMemoryGoLimit},
+		{keyPartFetchBytes, got.PartFetchBytes, int64(d.MaxPartitionFetchBytes)},
 	} {
 		if !equalAny(c.got, c.want) {
 			t.Errorf("%s: the command's default %v, processor's %v", c.key, c.got, c.want)
