@@ -39,7 +39,7 @@ func TestMaxPartitionFetchBytes(t *testing.T) {
 			var (
 				counting atomic.Bool
 				mu       sync.Mutex
-				seen     = map[int32]int{} // MaxBytes of the fetches → how many
+				seen     = map[int32]int{} // partitions' bounds in the fetches → how many
 			)
 			counting.Store(true)
 			cluster := b.Cluster()

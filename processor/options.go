@@ -242,8 +242,8 @@ const (
 // processed them. Of small records that compress well a fetch then holds
 // many times its bytes, outside state.memory.budget. Default
 // DefaultMaxPartitionFetchBytes (64 KiB): in sluice bench it took a
-// stream join's peak RSS from about 1.5 GB to 1.1 GB, and the CPU of most
-// jobs down (PERFORMANCE.md, session 30). A fetch is one request to a
+// stream join's peak RSS down by about a quarter, and the CPU of most jobs
+// down (PERFORMANCE.md, session 30). A fetch is one request to a
 // broker at a time, so over a link with a long round trip a larger value
 // may be needed for throughput. At most MaxPartitionFetchBytesLimit.
 //
