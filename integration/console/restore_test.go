@@ -34,9 +34,10 @@ func restoring(t *testing.T, ctx context.Context) {
 	const appID = "console-restore"
 	changelog := appID + "-counts-changelog"
 	createTopics(t, brokers, "restore-lines", "restore-counts", "restore-dlq", changelog)
-	// About 4 MiB of changelog per partition: a fetch (1 MiB a partition)
-	// reads a quarter of it, past the first steps of the restore's
-	// progress (one every 4,096 records).
+	// About 4 MiB of changelog per partition: a fetch of 1 MiB a partition
+	// (the instance's max.partition.fetch.bytes, below; its default of 64
+	// KiB would stop short of the first step) reads a quarter of it, past
+	// the first steps of the restore's progress (one every 4,096 records).
 	cl, pctx := kafka(t, brokers)
 	for range 60 {
 		rs := make([]*kgo.Record, 1000)
@@ -88,7 +89,8 @@ func restoring(t *testing.T, ctx context.Context) {
 	t.Cleanup(let)
 
 	inst := start(t, appID, func(endpoint string) (*processor.App, error) {
-		return processor.New(examples.WordCount("restore-lines", "restore-counts", "restore-dlq"), appOpts(brokers, appID, t.TempDir(), endpoint)...)
+		return processor.New(examples.WordCount("restore-lines", "restore-counts", "restore-dlq"),
+			append(appOpts(brokers, appID, t.TempDir(), endpoint), processor.MaxPartitionFetchBytes(1<<20))...)
 	})
 	page(t, ctx, chromedp.Navigate(inst.base+"/#/overview"))
 	const restoringJS = `[...document.querySelectorAll('#tasks-table tr[data-state="restoring"]')].map(r => {
