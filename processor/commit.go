@@ -41,6 +41,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	flushErrs := make([]error, len(tasks))
 	parallel(len(tasks), m.a.threads, func(i int) { flushErrs[i] = tasks[i].Flush() })
 	flushErr := errors.Join(stageErr, errors.Join(flushErrs...))
+	phase := m.a.stats.spent(loopFlush, start)
 	if flushErr != nil {
 		commit, cause = false, AbortFlush
 	}
@@ -106,10 +107,12 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	failed = m.prodErr
 	m.prodErr = nil
 	m.prodMu.Unlock()
+	phase = m.a.stats.spent(loopEnd, phase)
 	if committed {
 		// Each task applies its stage to its own engines.
 		commitErrs := make([]error, len(tasks))
 		parallel(len(tasks), m.a.threads, func(i int) { commitErrs[i] = tasks[i].Commit() })
+		m.a.stats.spent(loopApply, phase)
 		if cerr := errors.Join(commitErrs...); cerr != nil {
 			return true, cerr
 		}
@@ -127,6 +130,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		for _, t := range m.tasks {
 			t.Abort()
 		}
+		m.a.stats.spent(loopApply, phase)
 		if commit {
 			cause = AbortCommit // asked to commit, but the transaction aborted
 		}

@@ -40,7 +40,9 @@ func (m *member) loop(ctx context.Context) error {
 			cancel() // events wait: handle them first
 		}
 		m.evMu.Unlock()
+		polling := time.Now()
 		fs := m.sess.PollRecords(pctx, m.pollMax)
+		m.a.stats.spent(loopPoll, polling)
 		m.evMu.Lock()
 		m.wake = nil
 		m.evMu.Unlock()
@@ -106,6 +108,7 @@ func (m *member) loop(ctx context.Context) error {
 		m.trimBounded(batches)
 		// Savepoints: user input polled after the pause waits.
 		m.cutPausedInput(batches)
+		processing := time.Now()
 		var stage int64 // the stages' bytes after the poll (memory.go)
 		if perr == nil {
 			before := m.stageBytes()
@@ -137,6 +140,7 @@ func (m *member) loop(ctx context.Context) error {
 				return fatalError{err}
 			}
 		}
+		m.a.stats.spent(loopProcess, processing)
 		if m.a.cfg.bounded && !mustAbort {
 			// Bounded runs: end the tasks whose inputs ended; once
 			// every task has, commit and stop (bounded.go).

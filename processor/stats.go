@@ -4,6 +4,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-streams/sluice/topology"
 )
@@ -41,6 +42,9 @@ type Stats struct {
 	// to a commit later).
 	ProcessLatency, CommitLatency, EndToEndLatency *Histogram
 
+	// loop is the instance loop's wall time in each phase (LoopTime).
+	loop [len(LoopPhases)]atomic.Int64
+
 	mu sync.Mutex
 	// aborts counts aborted transactions by cause.
 	aborts map[string]int64
@@ -67,4 +71,62 @@ func (s *Stats) Failures() map[FailureKey]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.failed)
+}
+
+// The phases of the instance loop, as LoopTime names them. They take turns
+// on the loop's goroutine, so over a run they add up to nearly its whole
+// wall time: what is left is joining the group, rebalances and savepoint
+// steps. Their shares are Kafka Streams' thread ratios (poll-ratio,
+// process-ratio, commit-ratio); the last three together are the commit,
+// during which no record is processed.
+const (
+	// PhasePoll is the wait in the consumer's poll for records: idle
+	// time when the input is quiet, or input slower than the job.
+	PhasePoll = "poll"
+	// PhaseProcess is the tasks processing what a poll returned, on up
+	// to num.stream.threads goroutines, and their wall-clock ticks.
+	PhaseProcess = "process"
+	// PhaseFlush is the tasks' flush before a transaction ends: held
+	// (folded) updates forwarded, the stores' changelog records written,
+	// two-phase sinks' batches staged.
+	PhaseFlush = "flush"
+	// PhaseEnd is ending the transaction: the fence check, the sinks'
+	// prepares, the broker's commit or abort (under at_least_once, the
+	// offset commit), and the sinks told its outcome.
+	PhaseEnd = "end"
+	// PhaseApply is the committed stages applied to the stores (or
+	// discarded, after an abort).
+	PhaseApply = "apply"
+)
+
+// LoopPhases lists the phases in the loop's order.
+var LoopPhases = [...]string{PhasePoll, PhaseProcess, PhaseFlush, PhaseEnd, PhaseApply}
+
+// loopPhase indexes Stats.loop; the order of LoopPhases.
+type loopPhase int
+
+const (
+	loopPoll loopPhase = iota
+	loopProcess
+	loopFlush
+	loopEnd
+	loopApply
+)
+
+// spent adds the time since start to phase p and returns now, the start of
+// the next phase.
+func (s *Stats) spent(p loopPhase, start time.Time) time.Time {
+	now := time.Now()
+	s.loop[p].Add(int64(now.Sub(start)))
+	return now
+}
+
+// LoopTime returns the wall time the instance loop spent in each phase
+// (PhasePoll and the others) since the App was made.
+func (s *Stats) LoopTime() map[string]time.Duration {
+	out := make(map[string]time.Duration, len(LoopPhases))
+	for i, name := range LoopPhases {
+		out[name] = time.Duration(s.loop[i].Load())
+	}
+	return out
 }

@@ -12,7 +12,7 @@ type Collector struct {
 	app *processor.App
 
 	processed, commits, aborts, restored, tasks, failed, late *prometheus.Desc
-	produced, rebalances                                      *prometheus.Desc
+	produced, rebalances, loop                                *prometheus.Desc
 	processLatency, commitLatency, e2eLatency                 *prometheus.Desc
 
 	taskState, taskIn, taskOut, taskRestored, taskRemaining, lag *prometheus.Desc
@@ -36,6 +36,7 @@ func NewCollector(app *processor.App) *Collector {
 		failed:     d("records_failed_total", "Records that failed, by error class (deserialization, processing, production) and the action taken (fail, continue, dead-letter).", "class", "action"),
 		produced:   d("records_produced_total", "Records produced: outputs, repartition, changelog and dead-letter records, committed or not."),
 		rebalances: d("rebalances_total", "Partition assignments received from the group."),
+		loop:       d("loop_seconds_total", "Wall time the instance loop spent in each phase: poll (waiting for records), process, and the commit's flush, end (the transaction's end at the broker) and apply (the stages into the stores). Their rates are the shares of its time.", "phase"),
 		processLatency: d("process_latency_seconds",
 			"Time one input record takes through its task: the average over each fetched batch of a task, observed once per record."),
 		commitLatency: d("commit_latency_seconds", "Time to flush the tasks, end the transaction and apply the stores' stage."),
@@ -58,7 +59,7 @@ func NewCollector(app *processor.App) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late, c.produced, c.rebalances,
+		c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late, c.produced, c.rebalances, c.loop,
 		c.processLatency, c.commitLatency, c.e2eLatency,
 		c.taskState, c.taskIn, c.taskOut, c.taskRestored, c.taskRemaining, c.lag, c.storeBytes, c.storeMemory, c.storeGets, c.storeHits,
 	} {
@@ -82,6 +83,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.late, s.Late.Load())
 	counter(c.produced, s.Produced.Load())
 	counter(c.rebalances, s.Rebalances.Load())
+	for phase, d := range s.LoopTime() {
+		ch <- prometheus.MustNewConstMetric(c.loop, prometheus.CounterValue, d.Seconds(), phase)
+	}
 	for cause, n := range s.AbortsByCause() {
 		counter(c.aborts, n, cause)
 	}

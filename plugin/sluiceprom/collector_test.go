@@ -32,7 +32,9 @@ func TestCollectorServesMetrics(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"sluice_commits_total 3", "sluice_records_processed_total 0", "sluice_tasks 0", "sluice_late_records_total 2"} {
+	for _, want := range []string{"sluice_commits_total 3", "sluice_records_processed_total 0", "sluice_tasks 0", "sluice_late_records_total 2",
+		`sluice_loop_seconds_total{phase="poll"} 0`, `sluice_loop_seconds_total{phase="process"} 0`, `sluice_loop_seconds_total{phase="flush"} 0`,
+		`sluice_loop_seconds_total{phase="end"} 0`, `sluice_loop_seconds_total{phase="apply"} 0`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q:\n%s", want, body)
 		}

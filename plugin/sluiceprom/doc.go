@@ -15,6 +15,7 @@
 //	commits_total                          transactions (or offset commits) that succeeded
 //	aborts_total{cause}                    transactions aborted: rebalance, produce, flush, commit, processing, shutdown
 //	rebalances_total                       partition assignments received
+//	loop_seconds_total{phase}              the instance loop's wall time by phase: poll, process, flush, end, apply
 //	restored_records_total                 changelog records replayed into stores
 //	tasks                                  tasks owned now
 //	process_latency_seconds                histogram: one input record through its task (batch average)
@@ -36,4 +37,9 @@
 //
 // The cache hit rate of a store is store_cache_hits_total over
 // store_gets_total.
+//
+// The rates of loop_seconds_total are the shares of the loop's time, as
+// Kafka Streams' poll-ratio, process-ratio and commit-ratio are: a loop
+// that spends most of its time in poll waits for input; in flush, end and
+// apply, it commits, and processes nothing meanwhile.
 package sluiceprom
