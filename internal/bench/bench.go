@@ -96,6 +96,12 @@ type Result struct {
 	// per input record: the pipe's is 1. It is the part of a job's cost
 	// that grows with what it must keep and say, whatever its code.
 	ProducedPerRecord float64 `json:"produced_per_record"`
+	// LoopShares is, for a sluice job, the share of the timed run's wall
+	// time its instance loop spent in each phase (processor.LoopPhases:
+	// poll, process, flush, end, apply). What they leave is the start:
+	// the group joined, the stores opened. With several runs, the median
+	// run's, as for the other figures. The pipe has none.
+	LoopShares map[string]float64 `json:"loop_shares,omitempty"`
 	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
 	// in-process broker included; set only when the scenario ran in a
 	// process of its own.
@@ -121,6 +127,9 @@ type job struct {
 	// transactions; produced, how many it wrote to Kafka (outputs,
 	// changelog, repartition and dead-letter records, committed or not).
 	committed, produced func() int64
+	// loop, for a sluice job, reports its instance loop's time by phase
+	// (processor.Stats.LoopTime).
+	loop func() map[string]time.Duration
 }
 
 type scenario struct {
@@ -398,6 +407,13 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	took, cpu := time.Since(start), cpuTime()-cpu0
 	stopProfile()
 	produced := j.produced()
+	var shares map[string]float64
+	if j.loop != nil {
+		shares = map[string]float64{}
+		for phase, d := range j.loop() {
+			shares[phase] = d.Seconds() / took.Seconds()
+		}
+	}
 	if serr := j.stop(); werr == nil {
 		werr = serr
 	}
@@ -418,6 +434,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		SteadyPerSecond: steady * float64(len(recs)) / float64(target), Note: note,
 		CPUMicrosPerRecord: float64(cpu.Microseconds()) / float64(len(recs)),
 		ProducedPerRecord:  float64(produced) / float64(len(recs)),
+		LoopShares:         shares,
 		CPUProfiles:        profile,
 	}, nil
 }
@@ -610,7 +627,7 @@ func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(co
 		if err != nil {
 			return job{}, err
 		}
-		return job{stop, settled(app), app.Stats().Produced.Load}, nil
+		return job{stop, settled(app), app.Stats().Produced.Load, app.Stats().LoopTime}, nil
 	}
 }
 
@@ -713,7 +730,7 @@ func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time
 		}
 		done <- nil
 	}()
-	return job{func() error { cancel(); return <-done }, committed.Load, produced.Load}, nil
+	return job{func() error { cancel(); return <-done }, committed.Load, produced.Load, nil}, nil
 }
 
 // unique makes n records with distinct keys, so that a count over them
@@ -761,7 +778,7 @@ func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval t
 	if err != nil {
 		return job{}, err
 	}
-	return job{stop, app.Stats().Restored.Load, app.Stats().Produced.Load}, nil
+	return job{stop, app.Stats().Restored.Load, app.Stats().Produced.Load, app.Stats().LoopTime}, nil
 }
 
 func billingOptions() []processor.Opt {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/txn"
 )
 
@@ -68,6 +69,33 @@ func TestProducedPerRecord(t *testing.T) {
 		if res.ProducedPerRecord < c.lo || res.ProducedPerRecord > c.hi {
 			t.Errorf("%s: %.3f records produced per input record, want %.2f to %.2f", c.scenario, res.ProducedPerRecord, c.lo, c.hi)
 		}
+		checkLoopShares(t, res)
+	}
+}
+
+// checkLoopShares: a sluice job's result has its loop's share of the run in
+// every phase, shares of one run that add up to at most all of it; the pipe,
+// no sluice loop, has none.
+func checkLoopShares(t *testing.T, res Result) {
+	t.Helper()
+	if res.Scenario == "pipe" {
+		if res.LoopShares != nil {
+			t.Errorf("pipe: loop shares %v", res.LoopShares)
+		}
+		return
+	}
+	sum := 0.0
+	for _, p := range processor.LoopPhases {
+		share, ok := res.LoopShares[p]
+		if !ok || share < 0 {
+			t.Errorf("%s: loop share of %s %v (%v)", res.Scenario, p, share, ok)
+		}
+		sum += share
+	}
+	// The processing of a run of records and its commits cannot be
+	// nothing.
+	if res.LoopShares[processor.PhaseProcess] == 0 || res.LoopShares[processor.PhaseEnd] == 0 || sum > 1 {
+		t.Errorf("%s: loop shares %v add up to %.3f", res.Scenario, res.LoopShares, sum)
 	}
 }
 

@@ -120,6 +120,6 @@ func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarante
 		}, func() int64 {
 			r := rows.Load()
 			return min(app.Stats().Processed.Load(), r+r/2)
-		}, app.Stats().Produced.Load}, nil
+		}, app.Stats().Produced.Load, app.Stats().LoopTime}, nil
 	}
 }

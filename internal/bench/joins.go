@@ -340,7 +340,7 @@ func runTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, interval
 	if err != nil {
 		return job{}, err
 	}
-	return job{stop, app.Stats().Processed.Load, app.Stats().Produced.Load}, nil
+	return job{stop, app.Stats().Processed.Load, app.Stats().Produced.Load, app.Stats().LoopTime}, nil
 }
 
 // verifyTableJoin reads the output back (read_committed) and checks it
