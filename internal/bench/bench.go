@@ -89,7 +89,8 @@ type Result struct {
 	// CPUMicrosPerRecord is the CPU time (user and system) the whole
 	// process spent in the timed run, the in-process broker included, per
 	// input record: steadier than the rate when the machine is shared, and
-	// the measure of cost when, as here, the run keeps every core busy.
+	// the measure of cost when, as here, the run keeps most of every core
+	// busy.
 	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
 	// ProducedPerRecord is the records the job wrote to Kafka in the
 	// timed run (outputs, changelog, repartition and dead-letter records)
