@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-streams/sluice/internal/bench"
+	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/txn"
 )
 
@@ -211,10 +212,27 @@ func printTable(w io.Writer, res []bench.Result) {
 			runs += ")"
 		}
 		fmt.Fprintf(w, "%s %s: %s%s\n", r.Scenario, r.Guarantee, r.Note, runs)
+		if len(r.LoopShares) > 0 {
+			fmt.Fprintf(w, "  %s\n", loopShares(r.LoopShares))
+		}
 		if len(r.CPUProfiles) > 0 {
 			fmt.Fprintf(w, "  CPU profiles of the timed runs: %s\n", strings.Join(r.CPUProfiles, " "))
 		}
 	}
+}
+
+// loopShares says where a sluice job's loop spent the timed run, phase by
+// phase in the loop's order, in percent.
+func loopShares(shares map[string]float64) string {
+	var b strings.Builder
+	b.WriteString("loop time:")
+	for i, p := range processor.LoopPhases {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s %.0f%%", p, 100*shares[p])
+	}
+	return b.String()
 }
 
 // runSavepointBench runs the savepoint scenario in this process (it is
