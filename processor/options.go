@@ -233,10 +233,9 @@ const (
 )
 
 // MaxPartitionFetchBytes sets max.partition.fetch.bytes: the bytes of
-// records a fetch asks a broker for from each partition (a batch larger
-// than that still comes whole), for every consumer of the instance. The
-// Java consumer, whose default is 1 MiB a partition and 50 MiB a fetch,
-// keeps a fetch compressed and decompresses the records as poll hands
+// records a fetch asks a broker for from each partition, for every
+// consumer of the instance. The Java consumer, whose default is 1 MiB a
+// partition and 50 MiB a fetch, keeps a fetch compressed and decompresses the records as poll hands
 // them out; franz-go decompresses a whole fetch when it arrives and makes
 // a record of every message in it, which stay until the instance has
 // processed them. Of small records that compress well a fetch then holds
@@ -245,7 +244,11 @@ const (
 // stream join's peak RSS down by about a quarter, and the CPU of most jobs
 // down (PERFORMANCE.md, session 30). A fetch is one request to a
 // broker at a time, so over a link with a long round trip a larger value
-// may be needed for throughput. At most MaxPartitionFetchBytesLimit.
+// may be needed for throughput. A broker returns a batch larger than the
+// bound only for the first partition of a fetch that has data, so input
+// written in batches larger than the bound comes one partition a fetch,
+// and a poll then feeds about one task, whatever num.stream.threads
+// (PERFORMANCE.md, session 31). At most MaxPartitionFetchBytesLimit.
 //
 // The bound is per partition, not on the whole fetch (fetch.max.bytes),
 // because the embedded broker (kfake) leaves out the aborted transactions
