@@ -29,6 +29,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	}
 	m.inTxn = false
 	start := time.Now()
+	m.a.stats.enter(loopFlush)
 	tasks := m.allTasks()
 	ctx, cancel := context.WithTimeout(context.Background(), m.a.cfg.txnTimeout+10*time.Second)
 	defer cancel()
@@ -41,7 +42,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	flushErrs := make([]error, len(tasks))
 	parallel(len(tasks), m.a.threads, func(i int) { flushErrs[i] = tasks[i].Flush() })
 	flushErr := errors.Join(stageErr, errors.Join(flushErrs...))
-	phase := m.a.stats.spent(loopFlush, start)
+	m.a.stats.enter(loopEnd)
 	if flushErr != nil {
 		commit, cause = false, AbortFlush
 	}
@@ -54,6 +55,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		// after a commit without one it holds the next End back for
 		// 500ms to let a rebalance settle.
 		m.inTxn, m.txnStart = true, time.Now()
+		m.a.stats.enter(loopOther)
 		return false, nil
 	}
 	m.prodMu.Lock()
@@ -107,12 +109,12 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	failed = m.prodErr
 	m.prodErr = nil
 	m.prodMu.Unlock()
-	phase = m.a.stats.spent(loopEnd, phase)
+	m.a.stats.enter(loopApply)
 	if committed {
 		// Each task applies its stage to its own engines.
 		commitErrs := make([]error, len(tasks))
 		parallel(len(tasks), m.a.threads, func(i int) { commitErrs[i] = tasks[i].Commit() })
-		m.a.stats.spent(loopApply, phase)
+		m.a.stats.enter(loopOther)
 		if cerr := errors.Join(commitErrs...); cerr != nil {
 			return true, cerr
 		}
@@ -130,7 +132,7 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		for _, t := range m.tasks {
 			t.Abort()
 		}
-		m.a.stats.spent(loopApply, phase)
+		m.a.stats.enter(loopOther)
 		if commit {
 			cause = AbortCommit // asked to commit, but the transaction aborted
 		}

@@ -40,9 +40,9 @@ func (m *member) loop(ctx context.Context) error {
 			cancel() // events wait: handle them first
 		}
 		m.evMu.Unlock()
-		polling := time.Now()
+		m.a.stats.enter(loopPoll)
 		fs := m.sess.PollRecords(pctx, m.pollMax)
-		m.a.stats.spent(loopPoll, polling)
+		m.a.stats.enter(loopOther)
 		m.evMu.Lock()
 		m.wake = nil
 		m.evMu.Unlock()
@@ -108,7 +108,7 @@ func (m *member) loop(ctx context.Context) error {
 		m.trimBounded(batches)
 		// Savepoints: user input polled after the pause waits.
 		m.cutPausedInput(batches)
-		processing := time.Now()
+		m.a.stats.enter(loopProcess)
 		var stage int64 // the stages' bytes after the poll (memory.go)
 		if perr == nil {
 			before := m.stageBytes()
@@ -140,7 +140,7 @@ func (m *member) loop(ctx context.Context) error {
 				return fatalError{err}
 			}
 		}
-		m.a.stats.spent(loopProcess, processing)
+		m.a.stats.enter(loopOther)
 		if m.a.cfg.bounded && !mustAbort {
 			// Bounded runs: end the tasks whose inputs ended; once
 			// every task has, commit and stop (bounded.go).

@@ -43,7 +43,7 @@ type Stats struct {
 	ProcessLatency, CommitLatency, EndToEndLatency *Histogram
 
 	// loop is the instance loop's wall time in each phase (LoopTime).
-	loop [len(LoopPhases)]atomic.Int64
+	loop loopClock
 
 	mu sync.Mutex
 	// aborts counts aborted transactions by cause.
@@ -102,7 +102,8 @@ const (
 // LoopPhases lists the phases in the loop's order.
 var LoopPhases = [...]string{PhasePoll, PhaseProcess, PhaseFlush, PhaseEnd, PhaseApply}
 
-// loopPhase indexes Stats.loop; the order of LoopPhases.
+// loopPhase indexes the phases in the order of LoopPhases; loopOther is
+// the loop between them.
 type loopPhase int
 
 const (
@@ -111,22 +112,48 @@ const (
 	loopFlush
 	loopEnd
 	loopApply
+	loopOther
 )
 
-// spent adds the time since start to phase p and returns now, the start of
-// the next phase.
-func (s *Stats) spent(p loopPhase, start time.Time) time.Time {
+// loopClock times the loop's phases. The phase under way counts as it
+// runs, not only when it ends: read every second (the console), a poll
+// that waits for a whole commit interval would otherwise land in one
+// second, and the shares of that second would add up to more than all of
+// it.
+type loopClock struct {
+	mu    sync.Mutex
+	spent [loopOther]time.Duration
+	cur   loopPhase // loopOther: between phases
+	since time.Time // when cur began
+}
+
+// enter ends the phase under way and begins p (loopOther: none).
+func (s *Stats) enter(p loopPhase) {
+	c := &s.loop
 	now := time.Now()
-	s.loop[p].Add(int64(now.Sub(start)))
-	return now
+	c.mu.Lock()
+	if c.cur != loopOther && !c.since.IsZero() {
+		c.spent[c.cur] += now.Sub(c.since)
+	}
+	c.cur, c.since = p, now
+	c.mu.Unlock()
 }
 
 // LoopTime returns the wall time the instance loop spent in each phase
-// (PhasePoll and the others) since the App was made.
+// (PhasePoll and the others) since the App was made, the phase under way
+// up to now.
 func (s *Stats) LoopTime() map[string]time.Duration {
+	c := &s.loop
+	now := time.Now()
+	c.mu.Lock()
+	spent := c.spent
+	if c.cur != loopOther && !c.since.IsZero() {
+		spent[c.cur] += now.Sub(c.since)
+	}
+	c.mu.Unlock()
 	out := make(map[string]time.Duration, len(LoopPhases))
 	for i, name := range LoopPhases {
-		out[name] = time.Duration(s.loop[i].Load())
+		out[name] = spent[i]
 	}
 	return out
 }
