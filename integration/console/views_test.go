@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +91,19 @@ func overview(t *testing.T, ctx context.Context, wc *instance, brokers []string,
 	waitFor(t, ctx, `document.querySelector('#chart-throughput path[data-series="in"]') && document.querySelectorAll('#chart-throughput path[data-series="in"]')[0].getAttribute('d').split('L').length > 3`, `document.querySelector('#chart-throughput').innerHTML.slice(0, 300)`, 25*time.Second)
 	waitFor(t, ctx, `Number(document.querySelector('#card-in .card-value').textContent.replace(/,/g, '')) > 200`, `document.querySelector('#card-in').textContent`, 20*time.Second)
 	waitFor(t, ctx, `document.querySelector('#chart-latency path[data-series="p99"]')`, `document.querySelector('#chart-latency').innerHTML.slice(0, 300)`, 20*time.Second)
+	// Where the loop's time goes: shares of each interval, so the three
+	// lines' last values add up to at most 100 % (seconds since the start
+	// would add up to far more).
+	waitFor(t, ctx, `document.querySelector('#chart-loop path[data-series="poll"]') && document.querySelector('#chart-loop path[data-series="process"]') && document.querySelector('#chart-loop path[data-series="commit"]')`, `document.querySelector('#chart-loop').innerHTML.slice(0, 300)`, 20*time.Second)
+	label := eval[string](t, ctx, `document.querySelector('#chart-loop svg').getAttribute('aria-label')`)
+	sum, n := 0, 0
+	for _, m := range regexp.MustCompile(`(poll|process|commit) (\d+) %`).FindAllStringSubmatch(label, -1) {
+		v, _ := strconv.Atoi(m[2])
+		sum, n = sum+v, n+1
+	}
+	if n != 3 || sum > 101 {
+		t.Errorf("the loop chart's last values %q: %d series adding up to %d %%", label, n, sum)
+	}
 	if p := eval[string](t, ctx, "location.pathname"); p != "/" {
 		t.Errorf("the page moved to %s", p)
 	}

@@ -164,6 +164,16 @@ func TestStatsPoints(t *testing.T) {
 	if q := point(c, sample{at: c.at.Add(time.Second), processed: 150, e2eCount: 110, e2eSum: c.e2eSum, e2eBuckets: c.e2eBuckets}, bounds); q.Latencies != 0 || q.LatencyP99 != 0 || q.InPerSec != 0 {
 		t.Errorf("an idle interval: %+v", q)
 	}
+	// The loop's phases: each one's share of the interval.
+	p.loop = map[string]time.Duration{processor.PhasePoll: time.Second, processor.PhaseProcess: 5 * time.Second}
+	c.loop = map[string]time.Duration{processor.PhasePoll: 2 * time.Second, processor.PhaseProcess: 5*time.Second + 600*time.Millisecond,
+		processor.PhaseFlush: 200 * time.Millisecond, processor.PhaseEnd: 100 * time.Millisecond, processor.PhaseApply: 100 * time.Millisecond}
+	pt = point(p, c, bounds)
+	for ph, want := range map[string]float64{processor.PhasePoll: 0.5, processor.PhaseProcess: 0.3, processor.PhaseFlush: 0.1, processor.PhaseEnd: 0.05, processor.PhaseApply: 0.05} {
+		if got, ok := pt.Loop[ph]; !ok || abs(got-want) > 1e-9 {
+			t.Errorf("loop share of %s %v, want %v", ph, got, want)
+		}
+	}
 	// Past the last bound, the last bound.
 	if q := quantile(0.99, bounds, []uint64{0, 0, 0, 0}, 5); q != 1 {
 		t.Errorf("all past the last bound: %v", q)

@@ -29,6 +29,7 @@ type sample struct {
 	e2eCount                             uint64
 	e2eSum                               float64  // seconds
 	e2eBuckets                           []uint64 // cumulative, at e2eBounds
+	loop                                 map[string]time.Duration
 }
 
 // statsPoint is one interval of GET /stats: the rates over it and the
@@ -46,6 +47,10 @@ type statsPoint struct {
 	LatencyP99  float64 `json:"latency_p99"`  // ms
 	Restored    int64   `json:"restored"`     // changelog records restored in it
 	Late        int64   `json:"late"`         // late records in it
+	// Loop is the share of the interval the instance loop spent in
+	// each phase (processor.LoopPhases): poll, process, flush, end,
+	// apply.
+	Loop map[string]float64 `json:"loop"`
 }
 
 // statsTotals are the counters since the instance started.
@@ -96,6 +101,7 @@ func (s *sampler) read() sample {
 		at: s.now(), processed: st.Processed.Load(), produced: st.Produced.Load(),
 		commits: st.Commits.Load(), aborts: st.Aborts.Load(), restored: st.Restored.Load(),
 		late: st.Late.Load(), tasks: st.Tasks.Load(), combined: st.Combined.Load(),
+		loop: st.LoopTime(),
 	}
 	if st.EndToEndLatency != nil {
 		h := st.EndToEndLatency.Snapshot()
@@ -202,6 +208,10 @@ func point(p, c sample, bounds []float64) statsPoint {
 		OutPerSec: float64(c.produced-p.produced) / secs,
 		Commits:   c.commits - p.commits, Aborts: c.aborts - p.aborts,
 		Tasks: c.tasks, Restored: c.restored - p.restored, Late: c.late - p.late,
+		Loop: make(map[string]float64, len(processor.LoopPhases)),
+	}
+	for _, ph := range processor.LoopPhases {
+		pt.Loop[ph] = max(c.loop[ph]-p.loop[ph], 0).Seconds() / secs
 	}
 	n := int64(c.e2eCount) - int64(p.e2eCount)
 	if n <= 0 || len(c.e2eBuckets) != len(bounds) || len(p.e2eBuckets) != len(bounds) {

@@ -1,7 +1,8 @@
 // Overview: the application's instances with their tasks (GET /instances,
 // when the instance serves it), this instance's tasks with their state
-// (GET /tasks), and live charts of its throughput and end-to-end latency
-// (GET /stats, sampled by the instance every second).
+// (GET /tasks), and live charts of its throughput, end-to-end latency and
+// where its loop's time goes (GET /stats, sampled by the instance every
+// second).
 import { getJSON, poll } from './api.js';
 import { h, clear, fmtNum, fmtRate, fmtMs, fmtAge, errorBox, table } from './dom.js';
 import { chart } from './chart.js';
@@ -13,7 +14,8 @@ export function mount(main) {
   const cards = h('section', { class: 'cards', 'aria-label': 'Summary' });
   const charts = h('div', { class: 'charts' },
     h('section', { class: 'panel', 'aria-labelledby': 'h-thr' }, h('h2', { id: 'h-thr' }, 'Throughput'), h('div', { id: 'chart-throughput' })),
-    h('section', { class: 'panel', 'aria-labelledby': 'h-lat' }, h('h2', { id: 'h-lat' }, 'End-to-end latency'), h('div', { id: 'chart-latency' })));
+    h('section', { class: 'panel', 'aria-labelledby': 'h-lat' }, h('h2', { id: 'h-lat' }, 'End-to-end latency'), h('div', { id: 'chart-latency' })),
+    h('section', { class: 'panel', 'aria-labelledby': 'h-loop' }, h('h2', { id: 'h-loop' }, 'Where the time goes'), h('div', { id: 'chart-loop' })));
   const instances = h('section', { class: 'panel', id: 'instances', 'aria-labelledby': 'h-inst' }, h('h2', { id: 'h-inst' }, 'Instances'), h('p', { class: 'muted' }, 'Loading…'));
   const tasks = h('section', { class: 'panel', id: 'tasks', 'aria-labelledby': 'h-tasks' }, h('h2', { id: 'h-tasks' }, 'Tasks on this instance'), h('p', { class: 'muted' }, 'Loading…'));
   main.append(h('h1', { class: 'view-title' }, 'Overview'), cards, charts, instances, tasks);
@@ -88,8 +90,24 @@ function drawCharts(el, st) {
       { name: 'p99', cls: 's3', points: withLat.map((p) => [p.t, p.latency_p99]) },
     ],
   });
+  // The loop's time: waiting for input (poll), processing, and
+  // committing (flush, end and apply, during which nothing is processed),
+  // each in percent of the interval.
+  const pct = (p, ...phases) => 100 * phases.reduce((n, ph) => n + ((p.loop && p.loop[ph]) || 0), 0);
+  const loop = chart({
+    title: "Where the instance loop's time goes",
+    windowMs: st.window_ms,
+    unit: '% of the time',
+    fmt: (v) => v.toFixed(0) + ' %',
+    series: [
+      { name: 'poll', cls: 's1', points: pts.map((p) => [p.t, pct(p, 'poll')]) },
+      { name: 'process', cls: 's2', points: pts.map((p) => [p.t, pct(p, 'process')]) },
+      { name: 'commit', cls: 's3', points: pts.map((p) => [p.t, pct(p, 'flush', 'end', 'apply')]) },
+    ],
+  });
   clear(el.querySelector('#chart-throughput')).append(thr, legend([['in', 's1'], ['out', 's2']]));
   clear(el.querySelector('#chart-latency')).append(lat, legend([['p50', 's1'], ['p99', 's3']]));
+  clear(el.querySelector('#chart-loop')).append(loop, legend([['poll: waiting for input', 's1'], ['process', 's2'], ['commit', 's3']]));
 }
 
 function legend(items) {
