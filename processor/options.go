@@ -235,10 +235,10 @@ const (
 // MaxPartitionFetchBytes sets max.partition.fetch.bytes: the bytes of
 // records a fetch asks a broker for from each partition, for every
 // consumer of the instance. The Java consumer, whose default is 1 MiB a
-// partition and 50 MiB a fetch, keeps a fetch compressed and decompresses the records as poll hands
-// them out; franz-go decompresses a whole fetch when it arrives and makes
-// a record of every message in it, which stay until the instance has
-// processed them. Of small records that compress well a fetch then holds
+// partition and 50 MiB a fetch, keeps a fetch compressed and decompresses
+// the records as poll hands them out; franz-go decompresses a whole fetch
+// when it arrives and makes a record of every message in it, which stay
+// until the instance has processed them. Of small records that compress well a fetch then holds
 // many times its bytes, outside state.memory.budget. Default
 // DefaultMaxPartitionFetchBytes (64 KiB): in sluice bench it took a
 // stream join's peak RSS down by about a quarter, and the CPU of most jobs
