@@ -209,6 +209,13 @@ func waitCaughtUp(t *testing.T, addrs []string, plan *exec.Plan, appID string) {
 // called; stop returns Run's error.
 func startApp(t *testing.T, addrs []string, tp *topology.Topology, appID, dir string, opts ...processor.Opt) (stop func() error) {
 	t.Helper()
+	_, stop = runApp(t, addrs, tp, appID, dir, opts...)
+	return stop
+}
+
+// runApp is startApp that also returns the instance.
+func runApp(t *testing.T, addrs []string, tp *topology.Topology, appID, dir string, opts ...processor.Opt) (*processor.App, func() error) {
+	t.Helper()
 	app, err := processor.New(tp, append([]processor.Opt{processor.ApplicationID(appID), processor.Brokers(addrs...),
 		processor.StateDir(dir), quietOpt()}, opts...)...)
 	if err != nil {
@@ -217,7 +224,7 @@ func startApp(t *testing.T, addrs []string, tp *topology.Topology, appID, dir st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
-	return func() error {
+	return app, func() error {
 		cancel()
 		select {
 		case err := <-done:

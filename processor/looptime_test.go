@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,37 +51,23 @@ func TestLoopTime(t *testing.T) {
 		return n
 	})
 	topology.To(counts, out, serde.String, serde.Int64)
-	app, err := processor.New(top, processor.ApplicationID(uniq(t, "loop")), processor.Brokers(addrs...),
-		processor.StateDir(t.TempDir()), processor.CommitInterval(100*time.Millisecond), processor.FoldUpdates(true), quietOpt())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	began := time.Now()
-	go func() { done <- app.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
+	app, stop := runApp(t, addrs, top, uniq(t, "loop"), t.TempDir(),
+		processor.CommitInterval(100*time.Millisecond), processor.FoldUpdates(true))
+	var once sync.Once
+	stopOnce := func() {
+		once.Do(func() {
+			if err := stop(); err != nil {
 				t.Errorf("run: %v", err)
 			}
-		case <-time.After(time.Minute):
-			t.Fatal("the instance did not stop within a minute")
-		}
+		})
 	}
-	defer stop()
+	defer stopOnce()
 	st := app.Stats()
 	waitFor(t, time.Minute, "the input committed", func() bool { return st.Processed.Load() >= records })
 	idle := st.LoopTime()[processor.PhasePoll]
 	waitFor(t, time.Minute, "the loop idle in poll", func() bool { return st.LoopTime()[processor.PhasePoll]-idle >= 300*time.Millisecond })
-	stop()
+	stopOnce()
 	ran := time.Since(began)
 
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
