@@ -29,6 +29,15 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	}
 	m.inTxn = false
 	start := time.Now()
+	// The tasks finish what they were given first (pipeline.go); a
+	// record that failed aborts a transaction asked to commit.
+	procErr := m.work.drain()
+	m.collect()
+	if procErr != nil && commit {
+		commit, cause = false, AbortProcessing
+	} else {
+		procErr = nil
+	}
 	m.a.stats.enter(loopFlush)
 	tasks := m.allTasks()
 	ctx, cancel := context.WithTimeout(context.Background(), m.a.cfg.txnTimeout+10*time.Second)
@@ -140,6 +149,9 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		m.a.log.Debug("aborted", "cause", cause, "records", m.uncommitted, "err", err)
 	}
 	m.uncommitted = 0
+	if procErr != nil {
+		return false, fatalError{procErr}
+	}
 	if sinkErr != nil {
 		return false, sinkErr // a refused record under the policy Fail
 	}

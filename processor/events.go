@@ -22,9 +22,8 @@ import (
 // close after the transaction ends (it aborts: the session saw the
 // rebalance), and those assigned again whose partition another member may
 // have owned meanwhile open again after that, restoring what it wrote.
-// mustAbort reports a revocation.
-func (m *member) handleEvents(ctx context.Context) (mustAbort bool, err error) {
-	evs := m.takeEvents()
+// mustAbort reports a revocation. The tasks must be idle (pipeline.go).
+func (m *member) handleEvents(ctx context.Context, evs []event) (mustAbort bool, err error) {
 	if len(evs) == 0 {
 		return false, nil
 	}

@@ -15,12 +15,15 @@ import (
 	"github.com/sluice-streams/sluice/internal/task"
 )
 
-// The instance loop: poll, hand each task its records (on up to
-// num.stream.threads goroutines), and end the transaction every commit
-// interval and on a rebalance.
+// The instance loop: poll, hand each task its records (processed on up to
+// num.stream.threads goroutines while the loop polls again: pipeline.go),
+// and end the transaction every commit interval and on a rebalance.
 
 func (m *member) loop(ctx context.Context) error {
 	interval := m.a.cfg.commitInterval
+	// No task runs once the loop returns: whatever returns without ending
+	// the transaction (a closed client) leaves the tasks to be closed.
+	defer m.work.drain()
 	for {
 		if !m.inTxn {
 			if err := m.sess.Begin(); err != nil {
@@ -33,6 +36,11 @@ func (m *member) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			_, err := m.end(true, AbortShutdown)
 			return err
+		}
+		// About a poll may wait beside the tasks processing, not more.
+		if err := m.work.room(m.pollMax); err != nil {
+			m.end(false, AbortProcessing)
+			return fatalError{err}
 		}
 		pctx, cancel := context.WithDeadline(ctx, m.txnStart.Add(interval))
 		m.evMu.Lock()
@@ -53,7 +61,16 @@ func (m *member) loop(ctx context.Context) error {
 		// Every record polled is either processed in this transaction,
 		// or the transaction aborts and the consumer rewinds: the
 		// session commits the offsets of everything polled.
-		mustAbort, err := m.handleEvents(ctx)
+		evs := m.takeEvents()
+		if len(evs) > 0 {
+			// Rebalance events open, suspend and close tasks: the
+			// loop's alone.
+			if err := m.work.drain(); err != nil {
+				m.end(false, AbortProcessing)
+				return fatalError{err}
+			}
+		}
+		mustAbort, err := m.handleEvents(ctx, evs)
 		if err != nil {
 			m.end(false, AbortRebalance)
 			return err
@@ -109,14 +126,11 @@ func (m *member) loop(ctx context.Context) error {
 		// Savepoints: user input polled after the pause waits.
 		m.cutPausedInput(batches)
 		m.a.stats.enter(loopProcess)
-		var stage int64 // the stages' bytes after the poll (memory.go)
 		if perr == nil {
-			before := m.stageBytes()
-			start := time.Now()
-			var n int
-			n, perr = m.process(order, batches)
-			stage = m.stageBytes()
-			m.boundPolls(n, time.Since(start), stage-before, stage)
+			for _, id := range order {
+				m.work.add(id, m.tasks[id], batches[id])
+			}
+			perr = m.work.failed()
 		}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) > 0 {
@@ -133,17 +147,26 @@ func (m *member) loop(ctx context.Context) error {
 			m.end(false, AbortProcessing)
 			return fatalError{perr}
 		}
+		// The busy tasks tick once their records are processed (run).
 		now := time.Now().UnixMilli()
-		for _, t := range m.tasks {
+		for id, t := range m.tasks {
+			if !m.work.idle(id) {
+				continue
+			}
 			if err := t.Tick(now); err != nil {
 				m.end(false, AbortProcessing)
 				return fatalError{err}
 			}
 		}
+		stage := m.collect()
 		m.a.stats.enter(loopOther)
 		if m.a.cfg.bounded && !mustAbort {
 			// Bounded runs: end the tasks whose inputs ended; once
 			// every task has, commit and stop (bounded.go).
+			if err := m.work.drain(); err != nil {
+				m.end(false, AbortProcessing)
+				return fatalError{err}
+			}
 			done, err := m.stepBounded(ctx, polledParts(fs))
 			if err != nil {
 				m.end(false, AbortProcessing)
@@ -185,61 +208,15 @@ func (m *member) loop(ctx context.Context) error {
 	}
 }
 
-// process runs each task over its batch of the poll: in order on the loop's
-// goroutine, or with num.stream.threads > 1 on up to that many goroutines at
-// once, each task on one of them. The loop waits for all, so the tasks are
-// the loop's again afterwards. The error is the first task's in order.
-func (m *member) process(order []task.ID, batches map[task.ID][][]*kgo.Record) (int, error) {
-	type result struct {
-		n   int
-		err error
-	}
-	// The largest batches first, taken by whichever goroutine is free, so
-	// that none is left with the longest at the end.
-	size := make(map[task.ID]int, len(order))
-	for _, id := range order {
-		for _, p := range batches[id] {
-			size[id] += len(p)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b task.ID) int { return size[b] - size[a] })
-	results := make([]result, len(order))
-	var failed atomic.Bool
-	parallel(len(order), m.a.threads, func(i int) {
-		if failed.Load() {
-			return // the transaction aborts: spare the other tasks
-		}
-		id := order[i]
-		start := time.Now()
-		n, err := processMerged(m.tasks[id].Process, batches[id])
-		if n > 0 {
-			// One clock read per batch: the average per record, and
-			// each record's age when its outputs went out.
-			now := time.Now()
-			m.a.stats.ProcessLatency.observe(now.Sub(start)/time.Duration(n), uint64(n))
-			var ages histBatch
-			for _, p := range batches[id] {
-				for _, r := range p {
-					ages.add(max(now.Sub(r.Timestamp), 0))
-				}
-			}
-			m.a.stats.EndToEndLatency.observeBatch(&ages)
-		}
-		results[i] = result{n, err}
-		if err != nil {
-			failed.Store(true)
-		}
-	})
-	n := 0
-	var err error
-	for _, r := range results {
-		if n += r.n; r.err != nil {
-			err = r.err
-			break
-		}
-	}
-	m.uncommitted += int64(n)
-	return n, err
+// collect takes the tasks' runs that ended since it last did: their
+// records join the transaction's, and they size the next poll. It returns
+// the stages' estimated bytes.
+func (m *member) collect() int64 {
+	r := m.work.take()
+	m.uncommitted += int64(r.n)
+	stage := m.work.stageBytes(m.tasks, m.perRecord)
+	m.boundPolls(r.n, r.took, r.grew, stage)
+	return stage
 }
 
 // firstPoll bounds the first poll of a session, before the instance knows

@@ -46,3 +46,35 @@ func TestLoopClockCountsThePhaseUnderWay(t *testing.T) {
 		t.Errorf("the phases add up to %v in %v", sum, took)
 	}
 }
+
+// TestLoopClockCountsProcessingWhileThePollWaits: the tasks process while
+// the loop polls again (pipeline.go); time in which a task processes counts
+// as processing, whatever the loop does, and the poll counts only while no
+// task processes.
+func TestLoopClockCountsProcessingWhileThePollWaits(t *testing.T) {
+	const d = 20 * time.Millisecond
+	var s Stats
+	s.working(1)
+	s.working(1)
+	s.enter(loopPoll)
+	time.Sleep(d)
+	s.working(-1)
+	time.Sleep(d)
+	busy := s.LoopTime()
+	s.working(-1)
+	time.Sleep(d)
+	s.enter(loopOther)
+	lt := s.LoopTime()
+	if busy[PhaseProcess] < 2*d || busy[PhasePoll] != 0 {
+		t.Errorf("tasks processed for %v while the loop polled: counted %v", 2*d, busy)
+	}
+	if polled := lt[PhasePoll]; polled < d || polled > lt[PhaseProcess] {
+		t.Errorf("the loop polled %v after the tasks' %v: counted %v", d, 2*d, lt)
+	}
+	s.working(1)
+	time.Sleep(d)
+	s.working(-1)
+	if after := s.LoopTime(); after[PhaseProcess]-lt[PhaseProcess] < d || after[PhasePoll] != lt[PhasePoll] {
+		t.Errorf("a task processed %v between the loop's phases: counted %v, then %v", d, lt, after)
+	}
+}

@@ -107,15 +107,6 @@ func (a *App) releaseMemory() {
 	}
 }
 
-// stageBytes is the memory the active tasks' stages hold.
-func (m *member) stageBytes() int64 {
-	var n int64
-	for _, t := range m.tasks {
-		n += t.StageBytes()
-	}
-	return n
-}
-
 // stageFull says whether the stages hold their whole share, so that the
 // transaction should end now (an early commit) rather than wait for the
 // commit interval; stage is stageBytes.

@@ -405,7 +405,16 @@ func (m *member) stepSavepoint(ctx context.Context) (stop bool, err error) {
 		return false, nil
 	}
 	cl := m.sess.Client()
-	for _, msg := range c.take() {
+	msgs := c.take()
+	if len(msgs) == 0 && c.act == nil {
+		return false, nil
+	}
+	// Pausing, checkpoints and commits want the tasks idle.
+	if err := m.work.drain(); err != nil {
+		m.end(false, AbortProcessing)
+		return false, fatalError{err}
+	}
+	for _, msg := range msgs {
 		switch msg.Type {
 		case spRequest:
 			if c.act != nil && c.act.req.ID == msg.ID {

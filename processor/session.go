@@ -62,6 +62,7 @@ type member struct {
 	inTxn       bool
 	txnStart    time.Time
 	uncommitted int64
+	work        *pipeline   // runs the tasks' records (pipeline.go)
 	sent        atomic.Bool // something was produced in the open transaction
 	pollMax     int         // records the next poll may take (boundPolls)
 	perRecord   float64     // stage bytes per record, a decaying maximum (boundPolls)
@@ -88,6 +89,7 @@ type member struct {
 
 func (a *App) runSession(ctx context.Context) (err error) {
 	m := &member{a: a, tasks: map[task.ID]*task.Task{}, own: newOwnership(), pollMax: firstPoll}
+	m.work = newPipeline(m, a.threads)
 	m.onProduced = m.produced
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {

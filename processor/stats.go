@@ -76,15 +76,18 @@ func (s *Stats) Failures() map[FailureKey]int64 {
 // The phases of the instance loop, as LoopTime names them. They take turns
 // on the loop's goroutine, so over a run they add up to nearly its whole
 // wall time: what is left is joining the group, rebalances and savepoint
-// steps. Their shares are Kafka Streams' thread ratios (poll-ratio,
+// steps. The tasks process while the loop polls again (pipeline.go): time
+// in which any task processes counts as processing, whatever the loop
+// does. Their shares are Kafka Streams' thread ratios (poll-ratio,
 // process-ratio, commit-ratio); the last three together are the commit,
 // during which no record is processed.
 const (
-	// PhasePoll is the wait in the consumer's poll for records: idle
-	// time when the input is quiet, or input slower than the job.
+	// PhasePoll is the wait in the consumer's poll for records while no
+	// task processes: idle time when the input is quiet, or input slower
+	// than the job.
 	PhasePoll = "poll"
-	// PhaseProcess is the tasks processing what a poll returned, on up
-	// to num.stream.threads goroutines, and their wall-clock ticks.
+	// PhaseProcess is the tasks processing what the polls returned, on
+	// up to num.stream.threads goroutines, and their wall-clock ticks.
 	PhaseProcess = "process"
 	// PhaseFlush is the tasks' flush before a transaction ends: held
 	// (folded) updates forwarded, the stores' changelog records written,
@@ -124,18 +127,44 @@ type loopClock struct {
 	mu    sync.Mutex
 	spent [loopOther]time.Duration
 	cur   loopPhase // loopOther: between phases
-	since time.Time // when cur began
+	busy  int       // goroutines processing tasks (pipeline.go)
+	since time.Time // when the phase under way began
 }
 
-// enter ends the phase under way and begins p (loopOther: none).
+// under is the phase under way: the loop's, or processing while a task
+// processes and the loop polls or is between phases.
+func (c *loopClock) under() loopPhase {
+	if c.busy > 0 && (c.cur == loopPoll || c.cur == loopOther) {
+		return loopProcess
+	}
+	return c.cur
+}
+
+// count adds the time since the phase under way began to it.
+func (c *loopClock) count(now time.Time) {
+	if p := c.under(); p != loopOther && !c.since.IsZero() {
+		c.spent[p] += now.Sub(c.since)
+	}
+	c.since = now
+}
+
+// enter ends the loop's phase and begins p (loopOther: none).
 func (s *Stats) enter(p loopPhase) {
 	c := &s.loop
 	now := time.Now()
 	c.mu.Lock()
-	if c.cur != loopOther && !c.since.IsZero() {
-		c.spent[c.cur] += now.Sub(c.since)
-	}
-	c.cur, c.since = p, now
+	c.count(now)
+	c.cur = p
+	c.mu.Unlock()
+}
+
+// working adds n (1 or -1) to the goroutines processing tasks.
+func (s *Stats) working(n int) {
+	c := &s.loop
+	now := time.Now()
+	c.mu.Lock()
+	c.count(now)
+	c.busy += n
 	c.mu.Unlock()
 }
 
@@ -147,8 +176,8 @@ func (s *Stats) LoopTime() map[string]time.Duration {
 	now := time.Now()
 	c.mu.Lock()
 	spent := c.spent
-	if c.cur != loopOther && !c.since.IsZero() {
-		spent[c.cur] += now.Sub(c.since)
+	if p := c.under(); p != loopOther && !c.since.IsZero() {
+		spent[p] += now.Sub(c.since)
 	}
 	c.mu.Unlock()
 	out := make(map[string]time.Duration, len(LoopPhases))
