@@ -16,7 +16,8 @@
 // offsets (see the txn package and DESIGN.md for the commit sequence and the
 // invariants it keeps). Tasks are deterministic state machines; this package's
 // loop owns the client, the polling and the transaction around them, and runs
-// up to num.stream.threads tasks at once (StreamThreads). Global
+// up to num.stream.threads tasks at once while it polls for more
+// (StreamThreads). Global
 // tables live outside the tasks: each instance reads them in full before it
 // processes anything, then follows them (global.go).
 //

@@ -170,7 +170,8 @@ func MaxRecordBytes(n int) Opt { return opt(func(c *config) { c.maxRecordBytes =
 // process their records at the same time, each task on one goroutine at a
 // time and in its own order. Unlike Kafka Streams' threads they are not group
 // members of their own: the instance stays one member with one transaction,
-// and the goroutines work through each poll's tasks between its commits.
+// and the goroutines process the tasks' records while the instance polls
+// for more, a task's records waiting only for that task's earlier ones.
 // The functions given to the DSL may therefore run concurrently for
 // different partitions, as under Kafka Streams with several threads; a
 // Processor (and its state) belongs to one task. Default 0: GOMAXPROCS, the
@@ -247,8 +248,8 @@ const (
 // may be needed for throughput. A broker returns a batch larger than the
 // bound only for the first partition of a fetch that has data, so input
 // written in batches larger than the bound comes one partition a fetch,
-// and a poll then feeds about one task, whatever num.stream.threads
-// (PERFORMANCE.md, session 31). At most MaxPartitionFetchBytesLimit.
+// and a poll then feeds about one task (the tasks of successive polls still
+// process at once; PERFORMANCE.md, sessions 31 and 32). At most MaxPartitionFetchBytesLimit.
 //
 // The bound is per partition, not on the whole fetch (fetch.max.bytes),
 // because the embedded broker (kfake) leaves out the aborted transactions

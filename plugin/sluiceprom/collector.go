@@ -36,7 +36,7 @@ func NewCollector(app *processor.App) *Collector {
 		failed:     d("records_failed_total", "Records that failed, by error class (deserialization, processing, production) and the action taken (fail, continue, dead-letter).", "class", "action"),
 		produced:   d("records_produced_total", "Records produced: outputs, repartition, changelog and dead-letter records, committed or not."),
 		rebalances: d("rebalances_total", "Partition assignments received from the group."),
-		loop:       d("loop_seconds_total", "Wall time the instance loop spent in each phase: poll (waiting for records), process, and the commit's flush, end (the transaction's end at the broker) and apply (the stages into the stores). Their rates are the shares of its time.", "phase"),
+		loop:       d("loop_seconds_total", "Wall time the instance loop spent in each phase: poll (waiting for records while no task processes), process (while any does), and the commit's flush, end (the transaction's end at the broker) and apply (the stages into the stores). Their rates are the shares of its time.", "phase"),
 		processLatency: d("process_latency_seconds",
 			"Time one input record takes through its task: the average over each fetched batch of a task, observed once per record."),
 		commitLatency: d("commit_latency_seconds", "Time to flush the tasks, end the transaction and apply the stores' stage."),
