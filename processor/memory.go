@@ -109,7 +109,7 @@ func (a *App) releaseMemory() {
 
 // stageFull says whether the stages hold their whole share, so that the
 // transaction should end now (an early commit) rather than wait for the
-// commit interval; stage is stageBytes.
+// commit interval; stage is the stages' estimated bytes (collect).
 func (m *member) stageFull(stage int64) bool {
 	mem := &m.a.mem
 	if stage > mem.peakStage.Load() {
