@@ -37,7 +37,6 @@ type pipeline struct {
 	running int                // goroutines running tasks
 	waiting int                // records queued and not running
 	pending int                // records queued or running
-	stage   map[task.ID]int64  // a busy task's stage bytes before its run
 	err     error              // the first processing error
 	done    runTotals          // runs ended since the last take
 }
@@ -48,6 +47,7 @@ type queue struct {
 	t       *task.Task
 	batches [][][]*kgo.Record
 	running bool
+	stage   int64 // the task's stage bytes before its run
 }
 
 // runTotals sums the runs that ended: records processed, the time their
@@ -59,7 +59,7 @@ type runTotals struct {
 }
 
 func newPipeline(m *member, threads int) *pipeline {
-	p := &pipeline{m: m, threads: max(threads, 1), queued: map[task.ID]*queue{}, stage: map[task.ID]int64{}}
+	p := &pipeline{m: m, threads: max(threads, 1), queued: map[task.ID]*queue{}}
 	p.changed.L = &p.mu
 	return p
 }
@@ -78,9 +78,8 @@ func (p *pipeline) add(id task.ID, t *task.Task, batch [][]*kgo.Record) {
 	defer p.mu.Unlock()
 	q := p.queued[id]
 	if q == nil {
-		q = &queue{id: id, t: t}
+		q = &queue{id: id, t: t, stage: t.StageBytes()} // idle: the loop's
 		p.queued[id] = q
-		p.stage[id] = t.StageBytes() // idle: the loop's
 	}
 	if len(q.batches) == 0 && !q.running {
 		p.ready = append(p.ready, q)
@@ -110,7 +109,7 @@ func (p *pipeline) work() {
 			}
 		}
 		p.waiting -= n
-		failed, stage := p.err != nil, p.stage[q.id]
+		failed, stage := p.err != nil, q.stage
 		p.mu.Unlock()
 		var r runTotals
 		var err error
@@ -128,12 +127,11 @@ func (p *pipeline) work() {
 			p.err = err
 		}
 		q.running = false
-		p.stage[q.id] = after
+		q.stage = after
 		if len(q.batches) > 0 {
 			p.ready = append(p.ready, q)
 		} else {
 			delete(p.queued, q.id)
-			delete(p.stage, q.id)
 		}
 		p.changed.Broadcast()
 	}
@@ -200,8 +198,8 @@ func (p *pipeline) stageBytes(tasks map[task.ID]*task.Task, perRecord float64) i
 	defer p.mu.Unlock()
 	n := int64(float64(p.pending) * perRecord)
 	for id, t := range tasks {
-		if s, busy := p.stage[id]; busy {
-			n += s
+		if q := p.queued[id]; q != nil {
+			n += q.stage
 		} else {
 			n += t.StageBytes()
 		}
