@@ -29,9 +29,10 @@ import (
 type pipeline struct {
 	m       *member
 	threads int
+	run     func(*task.Task, [][][]*kgo.Record) (runTotals, error) // m.run
 
 	mu      sync.Mutex
-	changed sync.Cond          // a run ended
+	changed sync.Cond          // a run began or ended
 	queued  map[task.ID]*queue // tasks with records queued or running
 	ready   []*queue           // queued and not running, in order
 	running int                // goroutines running tasks
@@ -59,7 +60,7 @@ type runTotals struct {
 }
 
 func newPipeline(m *member, threads int) *pipeline {
-	p := &pipeline{m: m, threads: max(threads, 1), queued: map[task.ID]*queue{}}
+	p := &pipeline{m: m, threads: max(threads, 1), run: m.run, queued: map[task.ID]*queue{}}
 	p.changed.L = &p.mu
 	return p
 }
@@ -109,12 +110,14 @@ func (p *pipeline) work() {
 			}
 		}
 		p.waiting -= n
+		// The loop may wait in room for this task to leave ready.
+		p.changed.Broadcast()
 		failed, stage := p.err != nil, q.stage
 		p.mu.Unlock()
 		var r runTotals
 		var err error
 		if !failed { // after a failure the transaction aborts: spare the rest
-			r, err = p.m.run(q.t, batches)
+			r, err = p.run(q.t, batches)
 		}
 		after := q.t.StageBytes()
 		r.grew = after - stage
