@@ -114,8 +114,12 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 			}
 			w := cmd.OutOrStdout()
 			if !asJSON {
-				fmt.Fprintf(w, "sluice bench: %d records, %d partitions, commit.interval %s, %d CPUs, %s\n",
-					cfg.Records, cfg.Partitions, cfg.CommitInterval, runtime.NumCPU(), runtime.Version())
+				order := "the embedded broker's fetch order"
+				if cfg.RoundRobinFetch {
+					order = "partitions fetched in turn"
+				}
+				fmt.Fprintf(w, "sluice bench: %d records, %d partitions, commit.interval %s, %s, %d CPUs, %s\n",
+					cfg.Records, cfg.Partitions, cfg.CommitInterval, order, runtime.NumCPU(), runtime.Version())
 			}
 			progress := func(r bench.Result) {
 				if !asJSON {
@@ -142,6 +146,7 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 50_000, "input records per second of the paced latency runs")
 	cmd.Flags().DurationVar(&cfg.PacedFor, "paced-for", 10*time.Second, "how long each paced latency run produces input (0: no paced runs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&cfg.RoundRobinFetch, "round-robin-fetch", false, "turn fetch sessions off for the pipe and every job, so that the embedded broker serves the partitions in turn as Kafka's brokers do (with them it serves one partition until it is drained, which favours count and windowed: PERFORMANCE.md); scenarios only, not --nexmark or --scaling")
 	cmd.Flags().StringVar(&only, "only", "", "comma-separated scenarios to run (the pipe always runs)")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
 	cmd.Flags().StringVar(&cfg.TimedCPUProfile, "cpuprofile-timed", "", "write a CPU profile of each timed run alone (no warm-up, preload, verification or paced run) to a new file PREFIX-<scenario>-<guarantee>-*.prof; with --nexmark, of each query's job process to PREFIX-<query>.prof")
@@ -164,7 +169,7 @@ func childRunner(ctx context.Context, cfg bench.Config, name string, g txn.Guara
 		"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
 		"--commit-interval", cfg.CommitInterval.String(),
 		"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String(),
-		"--cpuprofile-timed", cfg.TimedCPUProfile)
+		"--cpuprofile-timed", cfg.TimedCPUProfile, "--round-robin-fetch="+strconv.FormatBool(cfg.RoundRobinFetch))
 	c.Env = benchDBEnv(cfg.DBURLs)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr

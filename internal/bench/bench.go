@@ -55,6 +55,14 @@ type Config struct {
 	// DBURLs, by kind (DBPostgres, DBMariaDB), are database servers for
 	// DBScenarios (billingdb.go); a kind without one has no scenarios.
 	DBURLs map[string]string
+	// RoundRobinFetch turns fetch sessions off for the pipe and every
+	// sluice job of the scenarios, so that the embedded broker serves the
+	// partitions in turn, as Kafka's brokers do; with them it serves one
+	// partition until it is drained (DESIGN.md, beside
+	// max.partition.fetch.bytes), which lets count and windowed combine
+	// many records of a key or window in one transaction. franz-go's
+	// option reaches the jobs through processor.ClientOptions.
+	RoundRobinFetch bool
 }
 
 // Result is one scenario's measurement.
@@ -103,6 +111,8 @@ type Result struct {
 	// the group joined, the stores opened. With several runs, the median
 	// run's, as for the other figures. The pipe has none.
 	LoopShares map[string]float64 `json:"loop_shares,omitempty"`
+	// RoundRobinFetch says the run was made with Config.RoundRobinFetch.
+	RoundRobinFetch bool `json:"round_robin_fetch,omitempty"`
 	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
 	// in-process broker included; set only when the scenario ran in a
 	// process of its own.
@@ -140,12 +150,12 @@ type scenario struct {
 	// topics).
 	input func(n int, r *rand.Rand) (recs []*kgo.Record, processed int64)
 	note  string
-	// run starts the job over the preloaded input under g; onExit is
-	// called if the job stops by itself (with its error).
-	run func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error)
-	// prepare, if set, runs before the timed run (in dir), after the
+	// run starts the job over the preloaded input in e; onExit is called
+	// if the job stops by itself (with its error).
+	run func(ctx context.Context, e jobEnv, onExit func(error)) (job, error)
+	// prepare, if set, runs before the timed run (in e.dir), after the
 	// input is preloaded, or before it with prepareFirst.
-	prepare      func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error
+	prepare      func(ctx context.Context, e jobEnv, target int64) error
 	prepareFirst bool
 	// verify, if set, checks the output after the timed run has stopped,
 	// given the preloaded input (with the partitions and offsets it got);
@@ -364,11 +374,12 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		return Result{}, err
 	}
 	defer os.RemoveAll(dir)
+	env := cfg.env(addrs, g, dir)
 	prepare := func() error {
 		if sc.prepare == nil {
 			return nil
 		}
-		if err := sc.prepare(ctx, addrs, g, cfg.CommitInterval, dir, target); err != nil {
+		if err := sc.prepare(ctx, env, target); err != nil {
 			return fmt.Errorf("prepare: %w", err)
 		}
 		return nil
@@ -395,7 +406,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 	start := time.Now()
 	wctx, stopWaiting := context.WithCancelCause(ctx)
 	defer stopWaiting(nil)
-	j, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
+	j, err := sc.run(ctx, env, func(err error) {
 		stopWaiting(fmt.Errorf("bench: the job stopped: %v", err))
 	})
 	if err != nil {
@@ -437,6 +448,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		ProducedPerRecord:  float64(produced) / float64(len(recs)),
 		LoopShares:         shares,
 		CPUProfiles:        profile,
+		RoundRobinFetch:    cfg.RoundRobinFetch,
 	}, nil
 }
 
@@ -620,11 +632,10 @@ func bills(n int, r *rand.Rand) ([]*kgo.Record, int64) {
 	return recs, processed
 }
 
-func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (job, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
+func runTopology(build func() *topology.Topology, opts ...processor.Opt) func(context.Context, jobEnv, func(error)) (job, error) {
+	return func(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
 		group := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		stop, app, err := start(ctx, build(), onExit, append(opts, processor.ApplicationID(group), processor.Brokers(addrs...),
-			processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))...)
+		stop, app, err := start(ctx, build(), onExit, append(opts, e.opts(group)...)...)
 		if err != nil {
 			return job{}, err
 		}
@@ -644,10 +655,35 @@ func settled(app *processor.App) func() int64 {
 // foldingUnderEOS is runTopology with processor.FoldUpdates under
 // exactly_once, where a reader sees no update before the commit anyway, and
 // every update forwarded under at_least_once, where it sees them at once.
-func foldingUnderEOS(build func() *topology.Topology) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (job, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
-		return runTopology(build, processor.FoldUpdates(g == txn.ExactlyOnce))(ctx, addrs, g, interval, dir, onExit)
+func foldingUnderEOS(build func() *topology.Topology) func(context.Context, jobEnv, func(error)) (job, error) {
+	return func(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
+		return runTopology(build, processor.FoldUpdates(e.g == txn.ExactlyOnce))(ctx, e, onExit)
 	}
+}
+
+// jobEnv is where a scenario's job runs: the broker, the guarantee and
+// commit interval, the state directory, and client options for the pipe
+// and every sluice job (Config.RoundRobinFetch).
+type jobEnv struct {
+	addrs    []string
+	g        txn.Guarantee
+	interval time.Duration
+	dir      string
+	client   []kgo.Opt
+}
+
+func (c Config) env(addrs []string, g txn.Guarantee, dir string) jobEnv {
+	e := jobEnv{addrs: addrs, g: g, interval: c.CommitInterval, dir: dir}
+	if c.RoundRobinFetch {
+		e.client = []kgo.Opt{kgo.DisableFetchSessions()}
+	}
+	return e
+}
+
+// opts are a sluice job's options in e, as application appID.
+func (e jobEnv) opts(appID string) []processor.Opt {
+	return []processor.Opt{processor.ApplicationID(appID), processor.Brokers(e.addrs...), processor.ClientOptions(e.client...),
+		processor.Guarantee(e.g), processor.CommitInterval(e.interval), processor.StateDir(e.dir)}
 }
 
 // start runs an app until stop; onExit hears of it stopping by itself.
@@ -670,16 +706,17 @@ func start(ctx context.Context, t *topology.Topology, onExit func(error), opts .
 
 // runPipe is the limit: consume, produce each record unchanged, commit every
 // interval — in a transaction under exactly_once.
-func runPipe(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, _ string, onExit func(error)) (job, error) {
+func runPipe(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
+	g, interval := e.g, e.interval
 	group := "pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// The client's settings are sluice's where they are not sluice's work:
 	// no linger, and max.partition.fetch.bytes's default (with franz-go's
 	// 1 MiB the pipe ran 1.4 to 1.8 times slower here: PERFORMANCE.md,
 	// session 30).
-	sess, err := txn.NewSession(g, group+"-txn",
-		kgo.SeedBrokers(addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
-		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1<<20),
-		kgo.FetchMaxPartitionBytes(processor.DefaultMaxPartitionFetchBytes))
+	sess, err := txn.NewSession(g, group+"-txn", append([]kgo.Opt{
+		kgo.SeedBrokers(e.addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
+		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1 << 20),
+		kgo.FetchMaxPartitionBytes(processor.DefaultMaxPartitionFetchBytes)}, e.client...)...)
 	if err != nil {
 		return job{}, err
 	}
@@ -754,9 +791,9 @@ func countTopology() *topology.Topology {
 }
 
 // prepareRestore counts the input, leaving one changelog record per key.
-func prepareRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, target int64) error {
-	app, err := processor.New(countTopology(), processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
-		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/first"))
+func prepareRestore(ctx context.Context, e jobEnv, target int64) error {
+	e.dir += "/first"
+	app, err := processor.New(countTopology(), e.opts(restoreApp)...)
 	if err != nil {
 		return err
 	}
@@ -773,9 +810,9 @@ func prepareRestore(ctx context.Context, addrs []string, g txn.Guarantee, interv
 
 // runRestore starts an instance of the same application with empty state:
 // it restores every changelog record.
-func runRestore(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
-	stop, app, err := start(ctx, countTopology(), onExit, processor.ApplicationID(restoreApp), processor.Brokers(addrs...),
-		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir+"/second"))
+func runRestore(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
+	e.dir += "/second"
+	stop, app, err := start(ctx, countTopology(), onExit, e.opts(restoreApp)...)
 	if err != nil {
 		return job{}, err
 	}

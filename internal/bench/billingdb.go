@@ -13,8 +13,6 @@ import (
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/examples/billingdb"
 	"github.com/sluice-streams/sluice/plugin/sluicedb"
-	"github.com/sluice-streams/sluice/processor"
-	"github.com/sluice-streams/sluice/txn"
 )
 
 // Database kinds of Config.DBURLs.
@@ -65,8 +63,8 @@ func openSQL(raw string) (*sql.DB, error) {
 // progress is the app's committed records, held one short of done until
 // every bill's row is visible: offsets mode writes after the commit, and
 // its lag counts.
-func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarantee, time.Duration, string, func(error)) (job, error) {
-	return func(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
+func runBillingDB(url, mode string) func(context.Context, jobEnv, func(error)) (job, error) {
+	return func(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
 		reader, err := openSQL(url)
 		if err != nil {
 			return job{}, err
@@ -84,8 +82,7 @@ func runBillingDB(url, mode string) func(context.Context, []string, txn.Guarante
 		}
 		group := "bench-" + fmt.Sprint(time.Now().UnixNano())
 		stop, app, err := start(ctx, examples.BillingWithDB("in", "out", "out2", "dlq", db.BillingDB), onExit,
-			append(billingOptions(), processor.ApplicationID(group), processor.Brokers(addrs...),
-				processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir))...)
+			append(billingOptions(), e.opts(group)...)...)
 		if err != nil {
 			db.Close()
 			reader.Close()

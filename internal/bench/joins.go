@@ -306,21 +306,16 @@ func enrichValue(_ string, v, row []byte) []byte {
 	return append(append(append(out, v...), '|'), row...)
 }
 
-func tableJoinOptions(addrs []string, g txn.Guarantee, interval time.Duration, dir string) []processor.Opt {
-	return []processor.Opt{processor.ApplicationID(tableApp), processor.Brokers(addrs...),
-		processor.Guarantee(g), processor.CommitInterval(interval), processor.StateDir(dir)}
-}
-
 // prepareTableJoin produces the table (before the stream: it runs
 // before the input is preloaded), loads it into the job's store and stops
 // the job: the timed run, an instance of the same application on the same
 // state directory, starts with the table in Pebble and only the stream to
 // read.
-func prepareTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, _ int64) error {
-	if err := preload(ctx, addrs, tableInput()); err != nil {
+func prepareTableJoin(ctx context.Context, e jobEnv, _ int64) error {
+	if err := preload(ctx, e.addrs, tableInput()); err != nil {
 		return err
 	}
-	app, err := processor.New(tableJoinTopology(), tableJoinOptions(addrs, g, interval, dir)...)
+	app, err := processor.New(tableJoinTopology(), e.opts(tableApp)...)
 	if err != nil {
 		return err
 	}
@@ -335,8 +330,8 @@ func prepareTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, inte
 	return werr
 }
 
-func runTableJoin(ctx context.Context, addrs []string, g txn.Guarantee, interval time.Duration, dir string, onExit func(error)) (job, error) {
-	stop, app, err := start(ctx, tableJoinTopology(), onExit, tableJoinOptions(addrs, g, interval, dir)...)
+func runTableJoin(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
+	stop, app, err := start(ctx, tableJoinTopology(), onExit, e.opts(tableApp)...)
 	if err != nil {
 		return job{}, err
 	}

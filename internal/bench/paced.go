@@ -92,7 +92,7 @@ func runPaced(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (La
 	defer os.RemoveAll(dir)
 	jctx, jobStopped := context.WithCancelCause(ctx)
 	defer jobStopped(nil)
-	j, err := sc.run(ctx, addrs, g, cfg.CommitInterval, dir, func(err error) {
+	j, err := sc.run(ctx, cfg.env(addrs, g, dir), func(err error) {
 		jobStopped(fmt.Errorf("bench: the job stopped: %v", err))
 	})
 	if err != nil {
