@@ -37,8 +37,10 @@ func (m *member) loop(ctx context.Context) error {
 			_, err := m.end(true, AbortShutdown)
 			return err
 		}
-		// About a poll may wait beside the tasks processing, not more.
-		if err := m.work.room(m.pollMax); err != nil {
+		// What is polled and what the tasks still hold stay within
+		// one poll's bound together.
+		pollMax, err := m.work.room(m.pollMax)
+		if err != nil {
 			m.end(false, AbortProcessing)
 			return fatalError{err}
 		}
@@ -49,7 +51,7 @@ func (m *member) loop(ctx context.Context) error {
 		}
 		m.evMu.Unlock()
 		m.a.stats.enter(loopPoll)
-		fs := m.sess.PollRecords(pctx, m.pollMax)
+		fs := m.sess.PollRecords(pctx, pollMax)
 		m.a.stats.enter(loopOther)
 		m.evMu.Lock()
 		m.wake = nil

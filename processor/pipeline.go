@@ -21,9 +21,9 @@ import (
 // every task to be idle (drain) before anything else touches them: the
 // commit sequence, rebalance events, a bounded run's step, a savepoint's.
 // The loop polls again once no task waits for a goroutine and fewer records
-// than a poll may take wait behind busy tasks: a poll cut short by its
-// bound leaves the rest of its partition's fetch to the next one, which
-// then waits for its task while the poll after it feeds another.
+// than a poll may take are queued or running, and that poll takes what the
+// bound leaves: every record in hand is processed before the transaction
+// ends, so together they stay within the time the bound allows (loop.go).
 
 // pipeline runs the tasks' batches.
 type pipeline struct {
@@ -36,7 +36,6 @@ type pipeline struct {
 	queued  map[task.ID]*queue // tasks with records queued or running
 	ready   []*queue           // queued and not running, in order
 	running int                // goroutines running tasks
-	waiting int                // records queued and not running
 	pending int                // records queued or running
 	err     error              // the first processing error
 	done    runTotals          // runs ended since the last take
@@ -86,7 +85,6 @@ func (p *pipeline) add(id task.ID, t *task.Task, batch [][]*kgo.Record) {
 		p.ready = append(p.ready, q)
 	}
 	q.batches = append(q.batches, batch)
-	p.waiting += n
 	p.pending += n
 	if len(p.ready) > 0 && p.running < p.threads {
 		p.running++
@@ -109,7 +107,6 @@ func (p *pipeline) work() {
 				n += len(part)
 			}
 		}
-		p.waiting -= n
 		// The loop may wait in room for this task to leave ready.
 		p.changed.Broadcast()
 		failed, stage := p.err != nil, q.stage
@@ -144,16 +141,20 @@ func (p *pipeline) work() {
 	p.mu.Unlock()
 }
 
-// room waits until the loop may poll again, and returns the first
-// processing error: until no task waits for a goroutine, and fewer than
-// limit records (a poll's) wait behind busy tasks.
-func (p *pipeline) room(limit int) error {
+// room waits until the loop may poll again: until no task waits for a
+// goroutine, and fewer than limit records (what one poll may take, sized
+// by the serial rate) are queued or running. It returns how many records
+// the poll may take, limit less those, and the first processing error.
+// Every record polled is processed before the transaction ends, so the
+// records in hand, not only the next poll's, must fit the time the poll
+// bound allows.
+func (p *pipeline) room(limit int) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for (len(p.ready) > 0 || p.waiting >= limit) && p.err == nil {
+	for (len(p.ready) > 0 || p.pending >= limit) && p.err == nil {
 		p.changed.Wait()
 	}
-	return p.err
+	return max(limit-p.pending, 1), p.err
 }
 
 // drain waits until every task is idle again, the loop's, and returns the
