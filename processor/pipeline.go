@@ -29,7 +29,7 @@ import (
 type pipeline struct {
 	m       *member
 	threads int
-	run     func(*task.Task, [][][]*kgo.Record) (runTotals, error) // m.run
+	run     func(*task.Task, [][][]*kgo.Record) (runTotals, error) // m.run; tests replace it
 
 	mu      sync.Mutex
 	changed sync.Cond          // a run began or ended
