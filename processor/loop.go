@@ -39,7 +39,7 @@ func (m *member) loop(ctx context.Context) error {
 		}
 		// What is polled and what the tasks still hold stay within
 		// one poll's bound together.
-		pollMax, err := m.work.room(m.pollMax)
+		take, err := m.work.room(m.pollMax)
 		if err != nil {
 			m.end(false, AbortProcessing)
 			return fatalError{err}
@@ -51,7 +51,7 @@ func (m *member) loop(ctx context.Context) error {
 		}
 		m.evMu.Unlock()
 		m.a.stats.enter(loopPoll)
-		fs := m.sess.PollRecords(pctx, pollMax)
+		fs := m.sess.PollRecords(pctx, take)
 		m.a.stats.enter(loopOther)
 		m.evMu.Lock()
 		m.wake = nil

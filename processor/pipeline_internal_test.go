@@ -9,6 +9,17 @@ import (
 	"github.com/sluice-streams/sluice/internal/task"
 )
 
+// blockingPipeline is a pipeline on threads goroutines whose runs block
+// until release is closed.
+func blockingPipeline(threads int) (p *pipeline, release chan struct{}) {
+	p, release = newPipeline(&member{a: &App{}}, threads), make(chan struct{})
+	p.run = func(_ *task.Task, batches [][][]*kgo.Record) (runTotals, error) {
+		<-release
+		return runTotals{n: len(batches[0][0])}, nil
+	}
+	return p, release
+}
+
 // TestPipelineRoomWakesWhenARunBegins: the loop waits in room while a
 // task's batch waits for its goroutine, and must be woken when the
 // goroutine takes the batch, not only when the run ends. Left asleep, the
@@ -17,12 +28,7 @@ import (
 // room lets the next poll take what the bound leaves beside the batch.
 func TestPipelineRoomWakesWhenARunBegins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeline(&member{a: &App{}}, 1)
-		release := make(chan struct{})
-		p.run = func(_ *task.Task, batches [][][]*kgo.Record) (runTotals, error) {
-			<-release
-			return runTotals{n: len(batches[0][0])}, nil
-		}
+		p, release := blockingPipeline(1)
 		// The state add leaves behind it, with its goroutine not yet
 		// begun (add's own `go p.work()` could begin before room waits).
 		const limit, batch = 10, 4
@@ -72,12 +78,7 @@ func TestPipelineRoomWakesWhenARunBegins(t *testing.T) {
 // was fenced that way).
 func TestPipelineRoomBoundsTheRecordsInHand(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPipeline(&member{a: &App{}}, 2)
-		release := make(chan struct{})
-		p.run = func(_ *task.Task, batches [][][]*kgo.Record) (runTotals, error) {
-			<-release
-			return runTotals{n: len(batches[0][0])}, nil
-		}
+		p, release := blockingPipeline(2)
 		const limit = 10
 		p.add(task.ID{Partition: 0}, &task.Task{}, [][]*kgo.Record{make([]*kgo.Record, limit)})
 		roomed := make(chan int, 1)

@@ -35,11 +35,10 @@ const gateWait = 10 * time.Second
 // while in use (by Process or a wall-clock punctuation) and when a
 // partition's records arrive out of order.
 type taskProbe struct {
-	p     *pipelineProbe
-	ctx   *topology.ProcessorContext[string, string]
-	busy  atomic.Bool
-	last  map[int32]int64
-	first bool // no record processed yet
+	p    *pipelineProbe
+	ctx  *topology.ProcessorContext[string, string]
+	busy atomic.Bool
+	last map[int32]int64
 }
 
 func (tp *taskProbe) enter() {
@@ -52,7 +51,6 @@ func (tp *taskProbe) exit() { tp.busy.Store(false) }
 
 func (tp *taskProbe) Init(ctx *topology.ProcessorContext[string, string]) error {
 	tp.ctx, tp.last = ctx, map[int32]int64{}
-	tp.first = true
 	ctx.Schedule(time.Millisecond, topology.WallClockTime, func(int64) error {
 		tp.enter()
 		defer tp.exit()
@@ -71,12 +69,12 @@ func (tp *taskProbe) Process(r topology.Record[string, string]) error {
 	for m := tp.p.most.Load(); n > m && !tp.p.most.CompareAndSwap(m, n); m = tp.p.most.Load() {
 	}
 	_, partition, offset, _ := tp.ctx.RecordMetadata()
+	first := len(tp.last) == 0
 	if last, ok := tp.last[partition]; ok && offset <= last {
 		tp.p.reorders.Add(1)
 	}
 	tp.last[partition] = offset
-	if tp.first {
-		tp.first = false
+	if first {
 		tp.p.started.Add(1)
 		for deadline := time.Now().Add(gateWait); tp.p.gate && tp.p.started.Load() < 2; {
 			if time.Now().After(deadline) {
