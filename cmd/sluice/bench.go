@@ -146,7 +146,7 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 50_000, "input records per second of the paced latency runs")
 	cmd.Flags().DurationVar(&cfg.PacedFor, "paced-for", 10*time.Second, "how long each paced latency run produces input (0: no paced runs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().BoolVar(&cfg.RoundRobinFetch, "round-robin-fetch", false, "turn fetch sessions off for the pipe and every job, so that the embedded broker serves the partitions in turn as Kafka's brokers do (with them it serves one partition until it is drained, which favours count and windowed: PERFORMANCE.md); scenarios only, not --nexmark or --scaling")
+	cmd.Flags().BoolVar(&cfg.RoundRobinFetch, "round-robin-fetch", false, "turn fetch sessions off for the pipe and every job, so that the embedded broker serves the partitions in turn as Kafka's brokers do (with them and the bench's large input batches it serves one partition until it is drained, which favours count and windowed: PERFORMANCE.md); scenarios only, not --nexmark or --scaling")
 	cmd.Flags().StringVar(&only, "only", "", "comma-separated scenarios to run (the pipe always runs)")
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
 	cmd.Flags().StringVar(&cfg.TimedCPUProfile, "cpuprofile-timed", "", "write a CPU profile of each timed run alone (no warm-up, preload, verification or paced run) to a new file PREFIX-<scenario>-<guarantee>-*.prof; with --nexmark, of each query's job process to PREFIX-<query>.prof")

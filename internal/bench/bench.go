@@ -57,8 +57,9 @@ type Config struct {
 	DBURLs map[string]string
 	// RoundRobinFetch turns fetch sessions off for the pipe and every
 	// sluice job of the scenarios, so that the embedded broker serves the
-	// partitions in turn, as Kafka's brokers do; with them it serves one
-	// partition until it is drained (DESIGN.md, beside
+	// partitions in turn, as Kafka's brokers do; with them and the
+	// bench's large input batches it serves one partition until it is
+	// drained (DESIGN.md, beside
 	// max.partition.fetch.bytes), which lets count and windowed combine
 	// many records of a key or window in one transaction. franz-go's
 	// option reaches the jobs through processor.ClientOptions.
