@@ -2,6 +2,8 @@ package ops
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"math"
 	"reflect"
 	"slices"
@@ -82,6 +84,13 @@ type heldWindows[A any] struct {
 	marked bool
 	undo   []heldUndo[A]
 	bytes  int
+	// slab and keys are where open makes the next windows and copies
+	// their keys: chunks the collector frees once no window of theirs is
+	// held, as every held window is gone by the transaction's end.
+	slab []heldWindow[A]
+	keys []byte
+	// sortBuf is appendSorted's, kept from call to call.
+	sortBuf []heldByPrefix[A]
 	// closed counts the windows closed while held since the last flush;
 	// outlived, the flushes in a row at which nearly all held windows
 	// outlived their transaction; rest is how many more transactions hold
@@ -129,9 +138,21 @@ func (h *heldWindow[A]) keyString() string {
 // get returns the window held under data key, or nil.
 func (hw *heldWindows[A]) get(key []byte) *heldWindow[A] { return hw.byKey[string(key)] }
 
+// heldChunk is how many windows, and heldKeyChunk how many bytes of keys,
+// open takes from the allocator at once.
+const (
+	heldChunk    = 128
+	heldKeyChunk = 8 << 10
+)
+
 // open holds the new window w under key (copied), closing at close.
 func (hw *heldWindows[A]) open(key []byte, close int64, w WindowState[A]) {
-	h := &heldWindow[A]{key: bytes.Clone(key), close: close, w: w}
+	if len(hw.slab) == 0 {
+		hw.slab = make([]heldWindow[A], heldChunk)
+	}
+	h := &hw.slab[0]
+	hw.slab = hw.slab[1:]
+	*h = heldWindow[A]{key: hw.copyKey(key), close: close, w: w}
 	hw.byKey[h.keyString()] = h
 	hw.order = append(hw.order, h)
 	if _, ok := hw.due[close]; !ok {
@@ -141,6 +162,20 @@ func (hw *heldWindows[A]) open(key []byte, close int64, w WindowState[A]) {
 	hw.due[close] = append(hw.due[close], h)
 	hw.bytes += len(h.key) + heldOverhead
 	hw.log(heldUndo[A]{h: h, op: heldOpened})
+}
+
+// copyKey returns a copy of key, its capacity its length, from the chunk
+// of keys.
+func (hw *heldWindows[A]) copyKey(key []byte) []byte {
+	if len(key) > heldKeyChunk/8 {
+		return bytes.Clone(key)
+	}
+	if cap(hw.keys)-len(hw.keys) < len(key) {
+		hw.keys = make([]byte, 0, heldKeyChunk)
+	}
+	n := len(hw.keys)
+	hw.keys = append(hw.keys, key...)
+	return hw.keys[n:len(hw.keys):len(hw.keys)]
 }
 
 // change sets held window h's state to w.
@@ -188,13 +223,7 @@ func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
 		if t > wm {
 			break
 		}
-		start := len(due)
-		for _, h := range hw.due[t] {
-			if !h.gone {
-				due = append(due, h)
-			}
-		}
-		slices.SortFunc(due[start:], func(a, b *heldWindow[A]) int { return bytes.Compare(a.key, b.key) })
+		due = hw.appendSorted(due, hw.due[t])
 		delete(hw.due, t)
 		n++
 	}
@@ -209,6 +238,42 @@ func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
 		hw.order = slices.DeleteFunc(hw.order, func(h *heldWindow[A]) bool { return h.gone })
 	}
 	return due
+}
+
+// appendSorted appends to dst the windows of hs not gone, by data key.
+//
+// The windows of one close time are a transaction's windows of one start,
+// thousands at a time: they are sorted by the first eight bytes of their
+// keys, held beside them, and only where those are equal by the keys, so
+// that most comparisons read no key.
+func (hw *heldWindows[A]) appendSorted(dst, hs []*heldWindow[A]) []*heldWindow[A] {
+	buf := hw.sortBuf[:0]
+	for _, h := range hs {
+		if !h.gone {
+			var p [8]byte
+			copy(p[:], h.key)
+			buf = append(buf, heldByPrefix[A]{binary.BigEndian.Uint64(p[:]), h})
+		}
+	}
+	slices.SortFunc(buf, func(a, b heldByPrefix[A]) int {
+		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.h.key, b.h.key)
+	})
+	for _, b := range buf {
+		dst = append(dst, b.h)
+	}
+	clear(buf) // the windows, for the collector
+	hw.sortBuf = buf[:0]
+	return dst
+}
+
+// heldByPrefix is a held window beside its key's first eight bytes
+// (appendSorted).
+type heldByPrefix[A any] struct {
+	prefix uint64
+	h      *heldWindow[A]
 }
 
 // takeAll returns the windows held, in the order they were opened, and

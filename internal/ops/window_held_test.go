@@ -1,10 +1,15 @@
 package ops
 
 import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -82,5 +87,49 @@ func TestHoldingPausesWhereItDoesNotPay(t *testing.T) {
 	}
 	if !hw.holding() {
 		t.Fatal("not holding after 15 transactions")
+	}
+}
+
+// TestHeldWindowsCloseInKeyOrder: takeDue returns the windows due by close
+// time, then by data key as bytes.Compare orders them, whatever the keys:
+// every length from 0 to 20 bytes, keys that share their first eight bytes
+// and differ after, keys that differ only by trailing zero bytes, and
+// UUIDs. It holds copies: the caller's key buffer is reused.
+func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
+	var keys [][]byte
+	for n := range 21 {
+		keys = append(keys, bytes.Repeat([]byte{'k'}, n), append(bytes.Repeat([]byte{0}, n), 1))
+	}
+	for i := range 300 {
+		keys = append(keys, fmt.Appendf(nil, "%08d", i), fmt.Appendf(nil, "sameprefix-%d", i), fmt.Appendf(nil, "%08x-%04x-4%03x-8%03x-%012x", i*7919, i, i, i, i*104729))
+	}
+	keys = append(keys, []byte("abc"), []byte("abc\x00"), []byte("abc\x00\x00\x00\x00\x00\x00"), []byte("abc\x00\x00\x00\x00\x00\x01"))
+	hw := newHeldWindows[int64]()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var buf []byte
+	want := map[int64][][]byte{}
+	for _, i := range rng.Perm(len(keys)) {
+		close := int64(1000 * (1 + i%3))
+		buf = layout.WindowKey(buf[:0], keys[i], close-1000)
+		want[close] = append(want[close], bytes.Clone(buf))
+		hw.open(buf, close, NewWindowState[int64](window.Bounds{Start: close - 1000, End: close}))
+		clear(buf)
+	}
+	got := hw.takeDue(3000)
+	var i int
+	for _, close := range []int64{1000, 2000, 3000} {
+		slices.SortFunc(want[close], bytes.Compare)
+		for _, k := range want[close] {
+			if i >= len(got) {
+				t.Fatalf("takeDue returned %d windows, want %d", len(got), len(keys))
+			}
+			if h := got[i]; h.close != close || !bytes.Equal(h.key, k) {
+				t.Fatalf("window %d: close %d key %q, want close %d key %q", i, h.close, h.key, close, k)
+			}
+			i++
+		}
+	}
+	if i != len(got) {
+		t.Fatalf("takeDue returned %d windows, want %d", len(got), i)
 	}
 }
