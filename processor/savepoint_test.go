@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/processor"
@@ -224,7 +226,8 @@ func groupOffsets(t *testing.T, addrs []string, group, topic string) map[int32]k
 
 // checkCut is the savepoint's checker:
 //   - every store partition holds exactly the changelog's records below
-//     the manifest's end, folded (what a fresh restore gives);
+//     the manifest's end, folded, range records included (what a fresh
+//     restore gives);
 //   - the totals store counts exactly the input records below the
 //     manifest's offsets (committed records only: aborted ones count
 //     nowhere), key by key: state and offsets are one cut;
@@ -245,9 +248,18 @@ func checkCut(addrs []string, sp *savepoint.Savepoint, in string, want map[strin
 				if r.Partition != part.Partition || r.Offset >= part.ChangelogEnd {
 					continue
 				}
-				if r.Value == nil {
+				switch {
+				case slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.RangeDeleteHeader }):
+					// A dropped range (a window store's due expiry
+					// entries, a stream join's due segments).
+					for k := range fold {
+						if k >= string(r.Key) && k < string(r.Value) {
+							delete(fold, k)
+						}
+					}
+				case r.Value == nil:
 					delete(fold, string(r.Key))
-				} else {
+				default:
 					fold[string(r.Key)] = r.Value
 				}
 			}

@@ -541,6 +541,32 @@ func (s *Staged) engineRange(start, end []byte, fn func(key, value []byte) error
 	}
 }
 
+// Logged says whether the merged view holds a key in [start, end) that the
+// changelog has heard of: one the engine holds, or one a Flush emitted
+// since the last Commit; not a write whose delete would be silent (a
+// PutNew not yet flushed). A caller about to delete the keys of a range
+// learns so whether a DropRange record would stand for anything: for keys
+// the changelog never heard of, their own silent deletes are as good. The
+// answer depends on the changelog alone, as the records the changelog
+// gets do: not on where the transactions ended.
+func (s *Staged) Logged(start, end []byte) (bool, error) {
+	logged := false
+	err := s.Range(start, end, func(k, _ []byte) error {
+		if i, ok := s.lookup(k); ok && s.entries[i].absent {
+			return nil
+		}
+		logged = true
+		return errStopRange
+	})
+	if err == errStopRange {
+		err = nil
+	}
+	return logged, err
+}
+
+// errStopRange ends a range early.
+var errStopRange = errors.New("store: range stopped")
+
 func inRange(key, start, end []byte) bool {
 	return bytes.Compare(key, start) >= 0 && bytes.Compare(key, end) < 0
 }

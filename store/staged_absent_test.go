@@ -245,3 +245,63 @@ func TestStagedCompleteAnswersMisses(t *testing.T) {
 		t.Fatalf("a restored engine: %d engine reads, want 1", e2.gets)
 	}
 }
+
+// TestStagedLoggedSaysWhatTheChangelogHeard: Logged finds, in a range, a
+// key the engine holds, a key written and flushed, and a key written blind
+// (Put: the stage does not know the engine lacks it); not a PutNew before
+// the flush, whose delete would be silent, nor a committed key deleted
+// since, nor one in a range dropped since, nor any key outside the range.
+// Keys of every length and UUIDs, on both engines.
+func TestStagedLoggedSaysWhatTheChangelogHeard(t *testing.T) {
+	keys := testkeys.Bytes()
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		s := NewStaged("logged", e)
+		s.SetChangelog(func(k, v []byte) {})
+		s.SetRangeChangelog(func(start, end []byte) {})
+		// Each case's keys in a range of their own, under p and its letter.
+		in := func(c byte, k []byte) []byte { return append([]byte{'p', c, '/'}, k...) }
+		span := func(c byte) (start, end []byte) { return []byte{'p', c}, []byte{'p', c + 1} }
+		for _, k := range keys {
+			for _, c := range []byte{'c', 'd', 'r'} { // committed; deleted later; dropped later
+				if err := s.Put(in(c, k), []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		s.Flush()
+		if err := s.Commit(NoCheckpoint); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			must(t, s.PutNew(in('n', k), []byte("v")))             // new, not flushed
+			must(t, s.PutNew(in('f', k), []byte("v")))             // new, flushed below
+			must(t, s.Put(in('b', k), []byte("v")))                // blind
+			must(t, s.Delete(in('d', k)))                          // committed, deleted
+			must(t, s.Put(append([]byte{'q'}, k...), []byte("v"))) // outside every range
+		}
+		start, end := span('r')
+		must(t, s.DropRange(start, end))
+		logged := func(c byte) bool {
+			t.Helper()
+			start, end := span(c)
+			ok, err := s.Logged(start, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		want := map[byte]bool{'c': true, 'b': true, 'n': false, 'd': false, 'r': false, 'f': false, 'z': false}
+		for c, w := range want {
+			if got := logged(c); got != w {
+				t.Errorf("before the flush, range %c: Logged = %v, want %v", c, got, w)
+			}
+		}
+		s.Flush()
+		want['f'], want['n'] = true, true // emitted now
+		for c, w := range want {
+			if got := logged(c); got != w {
+				t.Errorf("after the flush, range %c: Logged = %v, want %v", c, got, w)
+			}
+		}
+	})
+}

@@ -72,6 +72,9 @@ type Window[K, V, A any] struct {
 	// nil for sessions, the global window and windows that keep their
 	// elements.
 	held *heldWindows[A]
+	// dropped says, while OnWatermark runs, that it dropped the expiry
+	// entries due with a range delete.
+	dropped bool
 
 	ctx exec.Context
 	// nextEvent and nextProc are at most the earliest time in the event
@@ -531,6 +534,26 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	if err != nil {
 		return err
 	}
+	// The expiry entries up to wm, each of which expire removes with its
+	// window, go in one range delete (one changelog record, one
+	// tombstone in the engine) if the changelog heard of one of them, not
+	// in a tombstone each; those it never heard of, whose deletes are
+	// silent, go one by one. So what the changelog hears depends on what
+	// it heard before, not on which windows were held nor where the
+	// transactions ended. The range starts at the index's prefix, so it
+	// only grows: the watermark a task resumes from is the committed one.
+	p.dropped = false
+	if len(expired) > 0 {
+		start, end := []byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, wm)
+		if p.dropped, err = p.s.st.Logged(start, end); err != nil {
+			return err
+		}
+		if p.dropped {
+			if err := p.s.st.DropRange(start, end); err != nil {
+				return err
+			}
+		}
+	}
 	var held []*heldWindow[A]
 	if p.held != nil {
 		held = p.held.takeDue(wm)
@@ -607,8 +630,11 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 }
 
 // deleteExpiry deletes the expiry entry at time at of the window stored
-// under key.
+// under key, unless OnWatermark dropped it with the range of those due.
 func (p *Window[K, V, A]) deleteExpiry(at int64, key []byte) error {
+	if p.dropped {
+		return nil
+	}
 	p.rk = layout.AppendIndexKey(p.rk[:0], layout.WindowExpire, at, key)
 	return p.s.st.Delete(p.rk)
 }

@@ -17,21 +17,20 @@ import (
 // (0: one transaction for all), the transaction holding record abortAt
 // aborted once and replayed, and checks after every commit that the
 // changelog replayed and compacted is what the engine holds. It returns
-// the results, the changelog and the engine's final content.
-func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]string, e store.Engine) error) (out []string, records int, final map[string]string) {
+// the results, the number of changelog records and of range deletes among
+// them, and the engine's final content.
+func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]string, e store.Engine) error) (out []string, records, ranges int, final map[string]string) {
 	t.Helper()
 	keys := windowTestKeys()
 	e := store.NewMemory()
 	p, ctx := windowTestNew(t, WindowConfig[string, int64, int64]{
 		Windows: window.Tumbling(50 * time.Millisecond), Trigger: window.OnWatermark(),
 	}, e)
-	type rec struct {
-		k string
-		v []byte
-	}
-	var txn []rec
-	log := map[string]string{}
-	ctx.st.SetChangelog(func(k, v []byte) { txn = append(txn, rec{string(k), v}) })
+	var txn, committed []logRecord
+	ctx.st.SetChangelog(func(k, v []byte) { txn = append(txn, logRecord{key: string(k), value: v}) })
+	ctx.st.SetRangeChangelog(func(start, end []byte) {
+		txn = append(txn, logRecord{key: string(start), value: end, isRange: true})
+	})
 	commit := func() {
 		// As the task ends a transaction: the held windows to the
 		// store (exec.Holder), then the store's flush.
@@ -39,19 +38,18 @@ func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]st
 			t.Fatal(err)
 		}
 		ctx.st.Flush()
+		records += len(txn)
 		for _, r := range txn {
-			records++
-			if r.v == nil {
-				delete(log, r.k)
-			} else {
-				log[r.k] = string(r.v)
+			if r.isRange {
+				ranges++
 			}
 		}
+		committed = append(committed, txn...)
 		txn = nil
 		if err := ctx.st.Commit(store.NoCheckpoint); err != nil {
 			t.Fatal(err)
 		}
-		if err := check(log, e); err != nil {
+		if err := check(compactedReplay(committed), e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +95,43 @@ func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]st
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return ctx.out, records, final
+	return ctx.out, records, ranges, final
+}
+
+// logRecord is a changelog record: a key's value (nil: its tombstone), or
+// a range delete from key to value.
+type logRecord struct {
+	key     string
+	value   []byte
+	isRange bool
+}
+
+// compactedReplay is what a restore from the changelog log builds once
+// Kafka compacted it: the last record of each key alone, replayed in the
+// log's order. A range record's key is its start, so of the ranges
+// dropped from one start only the last is left.
+func compactedReplay(log []logRecord) map[string]string {
+	last := map[string]int{}
+	for i, r := range log {
+		last[r.key] = i
+	}
+	out := map[string]string{}
+	for i, r := range log {
+		switch {
+		case last[r.key] != i:
+		case r.isRange:
+			for k := range out {
+				if k >= r.key && k < string(r.value) {
+					delete(out, k)
+				}
+			}
+		case r.value == nil:
+			delete(out, r.key)
+		default:
+			out[r.key] = string(r.value)
+		}
+	}
+	return out
 }
 
 // replayIsEngine is the check: the compacted changelog is the engine.
@@ -117,18 +151,19 @@ func replayIsEngine(log map[string]string, e store.Engine) error {
 
 // TestWindowChangelogHoldsOnlyCommittedWindows: whatever the commit
 // cadence, and with a transaction aborted and replayed, the windows give
-// the same results, the engine ends the same, and the changelog replays to
-// the engine after every commit; a window opened and closed within one
-// transaction costs no changelog record, so one transaction for the whole
-// input writes only the windows still open at its end.
+// the same results, the engine ends the same, and the changelog, compacted,
+// replays to the engine after every commit; a window opened and closed
+// within one transaction costs no changelog record, so one transaction for
+// the whole input writes only the windows still open at its end; the
+// committed expiry entries due go in range deletes.
 func TestWindowChangelogHoldsOnlyCommittedWindows(t *testing.T) {
-	ref, refRecords, refFinal := windowLogRun(t, 1, -1, replayIsEngine)
+	ref, refRecords, _, refFinal := windowLogRun(t, 1, -1, replayIsEngine)
 	if len(ref) == 0 {
 		t.Fatal("no window fired")
 	}
 	for _, c := range []struct{ every, abortAt int }{{7, -1}, {64, 300}, {500, 1200}, {0, -1}, {0, 1999}} {
 		t.Run(fmt.Sprintf("every=%d,abort=%d", c.every, c.abortAt), func(t *testing.T) {
-			out, records, final := windowLogRun(t, c.every, c.abortAt, replayIsEngine)
+			out, records, ranges, final := windowLogRun(t, c.every, c.abortAt, replayIsEngine)
 			if !slices.Equal(out, ref) {
 				t.Fatalf("%d results, want the %d of one commit per record", len(out), len(ref))
 			}
@@ -148,6 +183,8 @@ func TestWindowChangelogHoldsOnlyCommittedWindows(t *testing.T) {
 				}
 			} else if records > refRecords {
 				t.Fatalf("%d changelog records, more than the %d of a commit per record", records, refRecords)
+			} else if ranges == 0 {
+				t.Fatal("no range delete: the committed expiry entries due went one by one")
 			}
 		})
 	}

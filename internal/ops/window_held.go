@@ -243,20 +243,23 @@ func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
 // appendSorted appends to dst the windows of hs not gone, by data key.
 //
 // The windows of one close time are a transaction's windows of one start,
-// thousands at a time: they are sorted by the first eight bytes of their
+// thousands at a time: they are sorted by the first sixteen bytes of their
 // keys, held beside them, and only where those are equal by the keys, so
 // that most comparisons read no key.
 func (hw *heldWindows[A]) appendSorted(dst, hs []*heldWindow[A]) []*heldWindow[A] {
 	buf := hw.sortBuf[:0]
 	for _, h := range hs {
 		if !h.gone {
-			var p [8]byte
+			var p [16]byte
 			copy(p[:], h.key)
-			buf = append(buf, heldByPrefix[A]{binary.BigEndian.Uint64(p[:]), h})
+			buf = append(buf, heldByPrefix[A]{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:]), h})
 		}
 	}
 	slices.SortFunc(buf, func(a, b heldByPrefix[A]) int {
-		if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+		if c := cmp.Compare(a.hi, b.hi); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.lo, b.lo); c != 0 {
 			return c
 		}
 		return bytes.Compare(a.h.key, b.h.key)
@@ -269,10 +272,10 @@ func (hw *heldWindows[A]) appendSorted(dst, hs []*heldWindow[A]) []*heldWindow[A
 	return dst
 }
 
-// heldByPrefix is a held window beside its key's first eight bytes
+// heldByPrefix is a held window beside its key's first sixteen bytes
 // (appendSorted).
 type heldByPrefix[A any] struct {
-	prefix uint64
+	hi, lo uint64
 	h      *heldWindow[A]
 }
 
