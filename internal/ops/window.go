@@ -72,9 +72,13 @@ type Window[K, V, A any] struct {
 	// nil for sessions, the global window and windows that keep their
 	// elements.
 	held *heldWindows[A]
-	// dropped says, while OnWatermark runs, that it dropped the expiry
-	// entries due with a range delete.
-	dropped bool
+	// dropping says that the transaction's due expiry entries go in one
+	// range delete at the flush, from the index's prefix to closedTo, the
+	// latest close of a window the transaction closed, held or stored
+	// (see OnWatermark): a time the records set, not how often the
+	// watermark was heard.
+	dropping bool
+	closedTo int64
 
 	ctx exec.Context
 	// nextEvent and nextProc are at most the earliest time in the event
@@ -112,6 +116,7 @@ func NewWindow[K, V, A any](c WindowConfig[K, V, A]) *Window[K, V, A] {
 
 func (p *Window[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx = ctx
+	p.closedTo = math.MinInt64
 	p.s.Init(ctx)
 	return p.findNext(math.MinInt64, math.MinInt64)
 }
@@ -341,6 +346,7 @@ func (p *Window[K, V, A]) needsIndex(w WindowState[A], res window.TriggerResult)
 // closeHeld closes held window h (taken from the held windows), as expire
 // closes one in the store.
 func (p *Window[K, V, A]) closeHeld(h *heldWindow[A], wm int64) error {
+	p.closedTo = max(p.closedTo, h.close)
 	if h.w.EventTimer != h.close {
 		return nil
 	}
@@ -382,6 +388,7 @@ func (p *Window[K, V, A]) Rollback() {
 }
 
 func (p *Window[K, V, A]) Drop() {
+	p.dropping, p.closedTo = false, math.MinInt64
 	if p.held != nil {
 		p.held.drop()
 	}
@@ -394,9 +401,17 @@ func (p *Window[K, V, A]) Held() int {
 	return p.held.bytes
 }
 
-// Spill writes the held windows to the store, with their expiry entries,
-// in the order they were opened.
+// Spill drops the expiry entries due, if the transaction drops them (see
+// OnWatermark), and writes the held windows to the store, with their
+// expiry entries, in the order they were opened.
 func (p *Window[K, V, A]) Spill() error {
+	if p.dropping {
+		p.dropping = false
+		if err := p.s.st.DropRange([]byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, p.closedTo)); err != nil {
+			return err
+		}
+	}
+	p.closedTo = math.MinInt64
 	if p.held == nil {
 		return nil
 	}
@@ -534,22 +549,20 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	if err != nil {
 		return err
 	}
-	// The expiry entries up to wm, each of which expire removes with its
-	// window, go in one range delete (one changelog record, one
-	// tombstone in the engine) if the changelog heard of one of them, not
-	// in a tombstone each; those it never heard of, whose deletes are
-	// silent, go one by one. So what the changelog hears depends on what
-	// it heard before, not on which windows were held nor where the
-	// transactions ended. The range starts at the index's prefix, so it
-	// only grows: the watermark a task resumes from is the committed one.
-	p.dropped = false
+	// The expiry entries due, each of which expire removes with its
+	// window, go in one range delete at the flush (Spill: one changelog
+	// record, one tombstone in the engine, however many watermarks found
+	// some) once the changelog has heard of one of them in the
+	// transaction, not in a tombstone each; until then, those it never
+	// heard of go one by one, with deletes that are silent. So what the
+	// changelog hears depends on what it heard before, not on which
+	// windows were held nor on where the transactions ended. Until the
+	// flush the entries stay in the stage, below nextEvent, where no scan
+	// starts. The range starts at the index's prefix, so it only grows:
+	// the watermark a task resumes from is the committed one.
 	if len(expired) > 0 {
-		start, end := []byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, wm)
-		if p.dropped, err = p.s.st.Logged(start, end); err != nil {
-			return err
-		}
-		if p.dropped {
-			if err := p.s.st.DropRange(start, end); err != nil {
+		if !p.dropping {
+			if p.dropping, err = p.s.st.Logged([]byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, wm)); err != nil {
 				return err
 			}
 		}
@@ -607,6 +620,7 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 	// key past this window's expiry. The index key is made again, in
 	// scratch, for its delete.
 	at := layout.ReadTime(ik[1:9])
+	p.closedTo = max(p.closedTo, at)
 	key := ik[8:]
 	key[0] = layout.WindowData
 	w, ok, err := p.s.Get(key)
@@ -630,9 +644,9 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 }
 
 // deleteExpiry deletes the expiry entry at time at of the window stored
-// under key, unless OnWatermark dropped it with the range of those due.
+// under key, unless the transaction drops the entries due at the flush.
 func (p *Window[K, V, A]) deleteExpiry(at int64, key []byte) error {
-	if p.dropped {
+	if p.dropping {
 		return nil
 	}
 	p.rk = layout.AppendIndexKey(p.rk[:0], layout.WindowExpire, at, key)

@@ -231,13 +231,17 @@ func TestWindowSessionsMergeAndRetract(t *testing.T) {
 		}
 	}
 	// The sessions close at their last record plus the gap; nothing is
-	// left after.
+	// left after the flush.
 	ctx.out = nil
 	if err := p.OnWatermark(30); err != nil {
 		t.Fatal(err)
 	}
 	if len(ctx.out) != 0 {
 		t.Fatalf("EveryRecord fired at the close: %v", ctx.out)
+	}
+	// At the flush (Spill, exec.Holder) the expiry entries due go too.
+	if err := p.Spill(); err != nil {
+		t.Fatal(err)
 	}
 	if left := windowDump(t, ctx.st); len(left) != 0 {
 		t.Fatalf("closed sessions left %d entries, first %s", len(left), left[0])
@@ -321,7 +325,8 @@ func TestWindowElementsCountWindows(t *testing.T) {
 // leaves the elements of the absorbed session that starts where the merged
 // one does under their keys, re-files the other's after them, and fires the
 // merged session with all of them in that order; nothing is retracted (the
-// results are a stream), and nothing is left once the session closes.
+// results are a stream), and nothing is left once the session closes and the
+// transaction flushes.
 func TestWindowSessionElementsMerge(t *testing.T) {
 	keys := windowTestKeys()
 	fire := func(k string, b window.Bounds, es []Element[int64]) []any {
@@ -349,6 +354,10 @@ func TestWindowSessionElementsMerge(t *testing.T) {
 		}
 	}
 	if err := p.OnWatermark(30); err != nil {
+		t.Fatal(err)
+	}
+	// At the flush (Spill, exec.Holder) the expiry entries due go too.
+	if err := p.Spill(); err != nil {
 		t.Fatal(err)
 	}
 	if left := windowDump(t, ctx.st); len(left) != 0 {
