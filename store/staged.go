@@ -556,16 +556,13 @@ func (s *Staged) Logged(start, end []byte) (bool, error) {
 			return nil
 		}
 		logged = true
-		return errStopRange
+		return errStop
 	})
-	if err == errStopRange {
+	if errors.Is(err, errStop) {
 		err = nil
 	}
 	return logged, err
 }
-
-// errStopRange ends a range early.
-var errStopRange = errors.New("store: range stopped")
 
 func inRange(key, start, end []byte) bool {
 	return bytes.Compare(key, start) >= 0 && bytes.Compare(key, end) < 0
