@@ -20,7 +20,8 @@
 //
 // Store bytes are read through internal/layout: a key-value store's keys and
 // values are its serdes' encodings; a window store's windows are
-// layout.WindowKey entries (KeyValues and Windows read those). Stores of
+// layout.WindowKey entries or, laid out by start, layout.StartKey ones
+// (KeyValues and Windows read both). Stores of
 // private layouts (timers, join buffers, keyed state, time stores) are
 // listed with their layout name and read raw (Records).
 //

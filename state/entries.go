@@ -121,16 +121,19 @@ type windowsFunc = func(s *store.Staged, key []byte, fn func(start, end int64, v
 
 // windowEntries lists each copy's keys from its window data entries, then
 // reads each key's windows through the store's own query hook, so that
-// they are decoded exactly as interactive queries decode them.
+// they are decoded exactly as interactive queries decode them. Keys go in
+// byte order whatever the store's layout.
 func (r *Reader) windowEntries(ss []*storeDir, windows windowsFunc, dk func([]byte) (any, error), fn func(Entry) error) error {
 	for _, s := range ss {
 		var keys [][]byte
-		err := r.rangeStore(s, []byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(key, _ []byte) error {
+		seen := map[string]bool{}
+		err := r.rangeWindows(s, func(key, _ []byte) error {
 			kb, _, err := layout.ParseWindowKey(key)
 			if err != nil {
 				return fmt.Errorf("%w: store %q task %s (%s): %w", ErrCorrupt, s.info.Store, s.info.Task, s.info.Dir, err)
 			}
-			if len(keys) == 0 || !bytes.Equal(keys[len(keys)-1], kb) {
+			if !seen[string(kb)] {
+				seen[string(kb)] = true
 				keys = append(keys, slices.Clone(kb))
 			}
 			return nil
@@ -138,6 +141,7 @@ func (r *Reader) windowEntries(ss []*storeDir, windows windowsFunc, dk func([]by
 		if err != nil {
 			return err
 		}
+		slices.SortFunc(keys, bytes.Compare)
 		for _, kb := range keys {
 			if err := r.keyWindows(s, kb, windows, dk, fn); err != nil {
 				return err

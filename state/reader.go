@@ -519,6 +519,17 @@ func (r *Reader) rangeStore(s *storeDir, start, end []byte, fn func(k, v []byte)
 	return nil
 }
 
+// rangeWindows calls fn with each window data entry of a window store, in
+// either layout (layout.WindowData, layout.WindowByStart).
+func (r *Reader) rangeWindows(s *storeDir, fn func(k, v []byte) error) error {
+	for _, prefix := range []byte{layout.WindowData, layout.WindowByStart} {
+		if err := r.rangeStore(s, []byte{prefix}, []byte{prefix + 1}, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Get returns the entries under key in the store called name: one per task
 // holding it (one, for a partitioned store). ErrNotFound if none.
 func (r *Reader) Get(name string, key []byte) ([]Record, error) {

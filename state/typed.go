@@ -88,8 +88,9 @@ func Lookup[K, V any](r *Reader, name string, ks serde.Serde[K], vs serde.Serde[
 // Windows calls fn for every window kept in the window or session store
 // called name (layout.KindWindow's data entries: the index entries and the
 // time state are skipped, and so are purged windows, which hold nothing),
-// task by task, ordered by key bytes then start, decoded with ks and the
-// aggregate's serde vs.
+// task by task, in the store's order (by key bytes then start; in a store
+// laid out by start, that of fixed-size windows, by start then key bytes),
+// decoded with ks and the aggregate's serde vs.
 func Windows[K, V any](r *Reader, name string, ks serde.Serde[K], vs serde.Serde[V], fn func(Window[K, V]) error) error {
 	if err := checkLayout(r, name, string(layout.KindWindow)); err != nil {
 		return err
@@ -98,9 +99,8 @@ func Windows[K, V any](r *Reader, name string, ks serde.Serde[K], vs serde.Serde
 	if err != nil {
 		return err
 	}
-	lo, hi := []byte{layout.WindowData}, []byte{layout.WindowData + 1}
 	for _, s := range ss {
-		err := r.rangeStore(s, lo, hi, func(key, val []byte) error {
+		err := r.rangeWindows(s, func(key, val []byte) error {
 			kb, start, err := layout.ParseWindowKey(key)
 			if err != nil {
 				return fmt.Errorf("%w: store %q task %s (%s): %w", ErrCorrupt, name, s.info.Task, s.info.Dir, err)

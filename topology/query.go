@@ -2,7 +2,6 @@ package topology
 
 import (
 	"github.com/sluice-streams/sluice/internal/exec"
-	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/window"
@@ -18,8 +17,7 @@ func windowQuery[K, A any](m Materialization[K, A]) *exec.StoreQuery {
 	q.Value = nil // values are window states, read by Windows
 	q.Windows = func(s *store.Staged, kb []byte, fn func(start, end int64, value any) error) error {
 		w := m.WindowView(s)
-		pre := layout.WindowKeyPrefix(kb)
-		return s.Range(pre, layout.PrefixEnd(pre), func(key, val []byte) error {
+		return ops.WindowsOf(s, kb, func(key, val []byte) error {
 			return w.each(key, val, func(_ Windowed[K], b window.Bounds, a A) error { return fn(b.Start, b.End, a) })
 		})
 	}

@@ -379,17 +379,24 @@ func (w *WindowStore[K, A]) Fetch(k K, fn func(window.Bounds, A) error) error {
 	if err != nil {
 		return err
 	}
-	pre := layout.WindowKeyPrefix(kb)
-	return w.s.Range(pre, layout.PrefixEnd(pre), func(key, val []byte) error {
+	return ops.WindowsOf(w.s, kb, func(key, val []byte) error {
 		return w.each(key, val, func(_ Windowed[K], b window.Bounds, a A) error { return fn(b, a) })
 	})
 }
 
-// All calls fn for each window kept, ordered by key bytes, then start.
+// All calls fn for each window kept, in the store's order: by key bytes,
+// then start; in a store laid out by start (that of fixed-size windows
+// that keep an aggregate, internal/layout), by start, then key bytes.
 func (w *WindowStore[K, A]) All(fn func(Windowed[K], A) error) error {
-	return w.s.Range([]byte{layout.WindowData}, []byte{layout.WindowData + 1}, func(key, val []byte) error {
-		return w.each(key, val, func(wk Windowed[K], _ window.Bounds, a A) error { return fn(wk, a) })
-	})
+	for _, prefix := range []byte{layout.WindowData, layout.WindowByStart} {
+		err := w.s.Range([]byte{prefix}, []byte{prefix + 1}, func(key, val []byte) error {
+			return w.each(key, val, func(wk Windowed[K], _ window.Bounds, a A) error { return fn(wk, a) })
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *WindowStore[K, A]) each(key, val []byte, fn func(Windowed[K], window.Bounds, A) error) error {

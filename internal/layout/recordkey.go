@@ -50,6 +50,10 @@ func RecordKey(kind StoreKind, key []byte) (kb []byte, perTask bool, err error) 
 			return lenKey(kind, key, 1, 8) // start
 		case WindowFire, WindowProc, WindowExpire:
 			return lenKey(kind, key, 9, 8) // at, then the data key's suffix
+		case WindowByStart:
+			return lenKey(kind, key, 9, 0) // start
+		case WindowFireByStart, WindowProcByStart:
+			return lenKey(kind, key, 17, 0) // at, then the data key's suffix
 		case WindowElement:
 			return lenKey(kind, key, 1, 16) // start, seq
 		case SlidingRecord:

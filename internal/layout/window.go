@@ -18,14 +18,30 @@ import (
 //	x at <d-suffix>               → 1   remove the window when the watermark reaches at
 //	e <d-suffix> seq              → one record kept in the window (elements.go)
 //
+// or, in a store laid out by start:
+//
+//	w start uvarint(len(key)) key → the window's state (WindowValue)
+//	g at <w-suffix>               → 1   the window's event timer
+//	q at <w-suffix>               → 1   the window's processing-time timer
+//
 // An index key is its prefix, the time it is due, and the data key without
 // its prefix byte, so that it turns back into the data key
-// (WindowKeyFromIndex).
+// (WindowKeyFromIndex, DataKeyFromIndex).
+//
+// A store of fixed-size windows that keep an aggregate (tumbling and
+// hopping) is laid out by start (w) unless it already holds windows laid
+// out by key (d); see ops.Window. Its windows close in the order of their
+// keys, so the windows due are one range, read and deleted as one: no
+// expiry entries (x). Its timers have prefixes of their own, since an
+// index key's suffix reads differently in each layout.
 const (
-	WindowData   = 'd'
-	WindowFire   = 'f'
-	WindowProc   = 'p'
-	WindowExpire = 'x'
+	WindowData        = 'd'
+	WindowByStart     = 'w'
+	WindowFire        = 'f'
+	WindowProc        = 'p'
+	WindowExpire      = 'x'
+	WindowFireByStart = 'g'
+	WindowProcByStart = 'q'
 )
 
 // IndexValue is the value of every index entry: the key says everything.
@@ -40,14 +56,31 @@ func WindowKey(dst, kb []byte, start int64) []byte {
 	return AppendTime(dst, start)
 }
 
+// StartKey appends to dst the key, laid out by start (WindowByStart), of
+// the window starting at start of the key whose encoding is kb.
+func StartKey(dst, kb []byte, start int64) []byte {
+	dst = AppendTime(append(dst, WindowByStart), start)
+	dst = binary.AppendUvarint(dst, uint64(len(kb)))
+	return append(dst, kb...)
+}
+
+// WindowStart is the start of the window whose data key, laid out by key
+// or by start, is k.
+func WindowStart(k []byte) int64 {
+	if k[0] == WindowByStart {
+		return ReadTime(k[1:9])
+	}
+	return ReadTime(k[len(k)-8:])
+}
+
 // WindowKeyPrefix is the prefix of all of kb's windows.
 func WindowKeyPrefix(kb []byte) []byte {
 	return append(binary.AppendUvarint([]byte{WindowData}, uint64(len(kb))), kb...)
 }
 
 // IndexKey is the key of the entry in the index prefix (WindowFire,
-// WindowProc, WindowExpire) that makes the window with data key data due
-// at at.
+// WindowProc, WindowExpire; by start WindowFireByStart, WindowProcByStart)
+// that makes the window with data key data due at at.
 func IndexKey(prefix byte, at int64, data []byte) []byte {
 	return AppendIndexKey(make([]byte, 0, 9+len(data)), prefix, at, data)
 }
@@ -57,9 +90,21 @@ func AppendIndexKey(dst []byte, prefix byte, at int64, data []byte) []byte {
 	return append(AppendTime(append(dst, prefix), at), data[1:]...)
 }
 
-// ParseWindowKey splits a window key into the key's encoding and the window
-// start.
+// ParseWindowKey splits a window key, laid out by key or by start, into the
+// key's encoding and the window start.
 func ParseWindowKey(k []byte) (kb []byte, start int64, err error) {
+	if len(k) > 0 && k[0] == WindowByStart {
+		if len(k) >= 10 {
+			n, w := binary.Uvarint(k[9:])
+			if w > 0 && uint64(len(k)) == 9+uint64(w)+n {
+				return k[9+w:], ReadTime(k[1:9]), nil
+			}
+		}
+		return nil, 0, fmt.Errorf("%w: window store key of %d bytes", window.ErrCorrupt, len(k))
+	}
+	if len(k) < 2 {
+		return nil, 0, fmt.Errorf("%w: window store key of %d bytes", window.ErrCorrupt, len(k))
+	}
 	n, w := binary.Uvarint(k[1:])
 	if w <= 0 || uint64(len(k)) != 1+uint64(w)+n+8 {
 		return nil, 0, fmt.Errorf("%w: window store key of %d bytes", window.ErrCorrupt, len(k))
@@ -68,9 +113,16 @@ func ParseWindowKey(k []byte) (kb []byte, start int64, err error) {
 	return kb, ReadTime(k[len(k)-8:]), nil
 }
 
-// WindowKeyFromIndex turns an index key back into its window key.
+// WindowKeyFromIndex turns an index key back into its window key, laid
+// out by key.
 func WindowKeyFromIndex(ik []byte) []byte {
-	return append([]byte{WindowData}, ik[9:]...)
+	return DataKeyFromIndex(WindowData, ik)
+}
+
+// DataKeyFromIndex turns an index key back into its window key, whose
+// prefix is data (WindowData or WindowByStart).
+func DataKeyFromIndex(data byte, ik []byte) []byte {
+	return append([]byte{data}, ik[9:]...)
 }
 
 // WindowValue is the value of a window's data key, without its aggregate:

@@ -18,11 +18,16 @@ import (
 // pass again over the keys it deleted in the open transaction, which the
 // engine still holds (math.MinInt64: the whole index).
 func DueIndex(st *store.Staged, prefix byte, from, now int64) ([][]byte, error) {
+	return rangeKeys(st, indexFrom(prefix, from), layout.DueEnd(prefix, now))
+}
+
+// rangeKeys returns copies of the keys in [from, to) of st, in order.
+func rangeKeys(st *store.Staged, from, to []byte) ([][]byte, error) {
 	// The keys are copied into one buffer, not one allocation each: a
 	// window store's expiry closes about a window a record.
 	var buf []byte
 	var ends []int
-	err := st.Range(indexFrom(prefix, from), layout.DueEnd(prefix, now), func(k, _ []byte) error {
+	err := st.Range(from, to, func(k, _ []byte) error {
 		buf = append(buf, k...)
 		ends = append(ends, len(buf))
 		return nil

@@ -72,6 +72,11 @@ type Window[K, V, A any] struct {
 	// nil for sessions, the global window and windows that keep their
 	// elements.
 	held *heldWindows[A]
+	// data is the store's layout of windows (see Init):
+	// layout.WindowByStart, whose windows due are one range and which
+	// has no expiry index, or layout.WindowData; fire and proc are its
+	// timer indexes' prefixes.
+	data, fire, proc byte
 	// dropping says that the transaction's due expiry entries go in one
 	// range delete at the flush, from the index's prefix to closedTo, the
 	// latest close of a window the transaction closed, held or stored
@@ -79,6 +84,13 @@ type Window[K, V, A any] struct {
 	// watermark was heard.
 	dropping bool
 	closedTo int64
+	// By start, the windows of one start close together, and go in a
+	// range delete of their own at the flush (dropStarts) once the
+	// changelog has heard of one of them: dropsStart says whether it has
+	// for the start last expired, lastStart.
+	dropStarts []int64
+	lastStart  int64
+	dropsStart bool
 
 	ctx exec.Context
 	// nextEvent and nextProc are at most the earliest time in the event
@@ -114,11 +126,87 @@ func NewWindow[K, V, A any](c WindowConfig[K, V, A]) *Window[K, V, A] {
 	return p
 }
 
+// Init lays the store out by start if its windows have a fixed size and
+// keep an aggregate, and it holds no window laid out by key: one that a
+// version before the layout by start wrote, or WindowsByStart off. Such a
+// store keeps its layout until its windows are gone.
 func (p *Window[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx = ctx
-	p.closedTo = math.MinInt64
+	p.forgetDrops()
 	p.s.Init(ctx)
+	p.data, p.fire, p.proc = layout.WindowData, layout.WindowFire, layout.WindowProc
+	if WindowsByStart && !p.isSessions && !p.global && p.elements == nil {
+		_, _, byKey, err := p.s.st.First([]byte{layout.WindowData}, []byte{layout.WindowData + 1})
+		if err != nil {
+			return err
+		}
+		if !byKey {
+			p.data, p.fire, p.proc = layout.WindowByStart, layout.WindowFireByStart, layout.WindowProcByStart
+		}
+	}
 	return p.findNext(math.MinInt64, math.MinInt64)
+}
+
+// WindowsByStart lets stores of fixed-size windows be laid out by start;
+// tests turn it off to run the layout by key.
+var WindowsByStart = true
+
+// byStart says whether the store is laid out by start.
+func (p *Window[K, V, A]) byStart() bool { return p.data == layout.WindowByStart }
+
+// windowKey appends to dst the data key of the window starting at start
+// of the key encoded as kb, in the store's layout.
+func (p *Window[K, V, A]) windowKey(dst, kb []byte, start int64) []byte {
+	if p.byStart() {
+		return layout.StartKey(dst, kb, start)
+	}
+	return layout.WindowKey(dst, kb, start)
+}
+
+// untilClose is the time from a window's start to its close, in a store
+// laid out by start: its size less one, plus the allowed lateness.
+func (p *Window[K, V, A]) untilClose() int64 { return p.time.Size() - 1 + p.lateness }
+
+// closeOfStart is when the window starting at start closes.
+func (p *Window[K, V, A]) closeOfStart(start int64) int64 {
+	if d := p.untilClose(); start <= math.MaxInt64-d {
+		return start + d
+	}
+	return math.MaxInt64
+}
+
+// startsDue is the end of the keys, laid out by start, of the windows
+// that close at or before close.
+func (p *Window[K, V, A]) startsDue(close int64) []byte {
+	d := p.untilClose()
+	switch {
+	case close == math.MaxInt64:
+		return []byte{layout.WindowByStart + 1}
+	case close < math.MinInt64+d:
+		return []byte{layout.WindowByStart}
+	}
+	return layout.DueEnd(layout.WindowByStart, close-d)
+}
+
+// openFrom is the earliest close of a window laid out by start that the
+// transaction has not closed, given that none closes before from: the
+// windows up to closedTo closed (each watermark closes all those due), and
+// while the transaction drops them their keys stay until the flush's
+// range delete, to be passed over, not closed again.
+func (p *Window[K, V, A]) openFrom(from int64) int64 {
+	if p.closedTo == math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(from, p.closedTo+1)
+}
+
+// startsFrom is the first key, laid out by start, of a window that closes
+// at or after close.
+func (p *Window[K, V, A]) startsFrom(close int64) int64 {
+	if d := p.untilClose(); close >= math.MinInt64+d {
+		return close - d
+	}
+	return math.MinInt64
 }
 
 func (p *Window[K, V, A]) Close() error { return nil }
@@ -198,7 +286,7 @@ func (p *Window[K, V, A]) process(k K, v V, ts int64, hs []exec.Header) error {
 			continue // this window closed
 		}
 		onTime = true
-		p.key = layout.WindowKey(p.key[:0], kb, b.Start)
+		p.key = p.windowKey(p.key[:0], kb, b.Start)
 		key := p.key
 		if p.held != nil && p.held.holding() {
 			held, err := p.processHeld(k, v, ts, b, key, wm)
@@ -281,6 +369,9 @@ func (p *Window[K, V, A]) element(k K, key []byte, w WindowState[A], isNew, fres
 // the committed state lacks it (PutNew).
 func (p *Window[K, V, A]) expiry(key []byte, b window.Bounds, fresh bool) error {
 	p.nextEvent = min(p.nextEvent, p.closeAt(b))
+	if p.byStart() {
+		return nil // the window's key is its expiry entry
+	}
 	p.ik = layout.AppendIndexKey(p.ik[:0], layout.WindowExpire, p.closeAt(b), key)
 	if fresh {
 		return p.s.st.PutNew(p.ik, layout.IndexValue)
@@ -388,7 +479,7 @@ func (p *Window[K, V, A]) Rollback() {
 }
 
 func (p *Window[K, V, A]) Drop() {
-	p.dropping, p.closedTo = false, math.MinInt64
+	p.forgetDrops()
 	if p.held != nil {
 		p.held.drop()
 	}
@@ -401,17 +492,37 @@ func (p *Window[K, V, A]) Held() int {
 	return p.held.bytes
 }
 
+// forgetDrops forgets the range deletes the transaction would make.
+func (p *Window[K, V, A]) forgetDrops() {
+	p.dropping, p.closedTo = false, math.MinInt64
+	p.dropStarts, p.lastStart, p.dropsStart = p.dropStarts[:0], math.MinInt64, false
+}
+
+// startRange is the range of the keys, laid out by start, of the windows
+// that start at start.
+func startRange(start int64) (from, to []byte) {
+	from = layout.AppendTime([]byte{layout.WindowByStart}, start)
+	if start == math.MaxInt64 {
+		return from, []byte{layout.WindowByStart + 1}
+	}
+	return from, layout.AppendTime([]byte{layout.WindowByStart}, start+1)
+}
+
 // Spill drops the expiry entries due, if the transaction drops them (see
 // OnWatermark), and writes the held windows to the store, with their
 // expiry entries, in the order they were opened.
 func (p *Window[K, V, A]) Spill() error {
 	if p.dropping {
-		p.dropping = false
 		if err := p.s.st.DropRange([]byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, p.closedTo)); err != nil {
 			return err
 		}
 	}
-	p.closedTo = math.MinInt64
+	for _, start := range p.dropStarts {
+		if err := p.s.st.DropRange(startRange(start)); err != nil {
+			return err
+		}
+	}
+	p.forgetDrops()
 	if p.held == nil {
 		return nil
 	}
@@ -443,10 +554,10 @@ func (p *Window[K, V, A]) apply(k K, key []byte, w WindowState[A], res window.Tr
 // after it, which apply stores and expire, removing the window, does not.
 func (p *Window[K, V, A]) decide(k K, key []byte, w WindowState[A], res window.TriggerResult) (WindowState[A], error) {
 	var err error
-	if w.EventTimer, err = p.timer(layout.WindowFire, key, w.EventTimer, res.EventTimer, p.closeAt(w.Bounds), &p.nextEvent); err != nil {
+	if w.EventTimer, err = p.timer(p.fire, key, w.EventTimer, res.EventTimer, p.closeAt(w.Bounds), &p.nextEvent); err != nil {
 		return w, err
 	}
-	if w.ProcTimer, err = p.timer(layout.WindowProc, key, w.ProcTimer, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
+	if w.ProcTimer, err = p.timer(p.proc, key, w.ProcTimer, res.ProcessingTimer, noClose, &p.nextProc); err != nil {
 		return w, err
 	}
 	if res.Fire {
@@ -511,20 +622,25 @@ func (p *Window[K, V, A]) timer(prefix byte, key []byte, old, want, closes int64
 // keepElements, its elements.
 func (p *Window[K, V, A]) remove(kb []byte, w WindowState[A], keepElements, expired bool) error {
 	st := p.s.st
-	p.rk = layout.WindowKey(p.rk[:0], kb, w.Bounds.Start)
+	p.rk = p.windowKey(p.rk[:0], kb, w.Bounds.Start)
 	key := p.rk
-	err := st.Delete(key)
+	var err error
+	if !expired || !p.byStart() || !p.dropsStart {
+		// By start, the range delete of its start at the flush may
+		// take an expired window.
+		err = st.Delete(key)
+	}
 	if p.elements != nil && !keepElements {
 		err = errors.Join(err, p.clearElements(key))
 	}
-	if !p.global && !expired {
+	if !p.global && !expired && !p.byStart() {
 		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowExpire, p.closeAt(w.Bounds), key)))
 	}
 	if w.EventTimer != window.NoTimer && w.EventTimer != p.closeAt(w.Bounds) {
-		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowFire, w.EventTimer, key)))
+		err = errors.Join(err, st.Delete(layout.IndexKey(p.fire, w.EventTimer, key)))
 	}
 	if w.ProcTimer != window.NoTimer {
-		err = errors.Join(err, st.Delete(layout.IndexKey(layout.WindowProc, w.ProcTimer, key)))
+		err = errors.Join(err, st.Delete(layout.IndexKey(p.proc, w.ProcTimer, key)))
 	}
 	return err
 }
@@ -541,11 +657,16 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	// there, not over the entries removed earlier in the transaction,
 	// which the stage and the engine still hold as deletes (a scan from
 	// the index's start would pass them all again at every watermark).
-	fires, err := DueIndex(p.s.st, layout.WindowFire, p.nextEvent, wm)
+	fires, err := DueIndex(p.s.st, p.fire, p.nextEvent, wm)
 	if err != nil {
 		return err
 	}
-	expired, err := DueIndex(p.s.st, layout.WindowExpire, p.nextEvent, wm)
+	// The windows due: their expiry entries, or by start their keys.
+	expiryFrom, expiryEnd := indexFrom(layout.WindowExpire, p.nextEvent), layout.DueEnd(layout.WindowExpire, wm)
+	if p.byStart() {
+		expiryFrom, expiryEnd = indexFrom(layout.WindowByStart, p.startsFrom(p.openFrom(p.nextEvent))), p.startsDue(wm)
+	}
+	expired, err := rangeKeys(p.s.st, expiryFrom, expiryEnd)
 	if err != nil {
 		return err
 	}
@@ -560,11 +681,9 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	// flush the entries stay in the stage, below nextEvent, where no scan
 	// starts. The range starts at the index's prefix, so it only grows:
 	// the watermark a task resumes from is the committed one.
-	if len(expired) > 0 {
-		if !p.dropping {
-			if p.dropping, err = p.s.st.Logged([]byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, wm)); err != nil {
-				return err
-			}
+	if len(expired) > 0 && !p.dropping && !p.byStart() {
+		if p.dropping, err = p.s.st.Logged(expiryFrom[:1], expiryEnd); err != nil {
+			return err
 		}
 	}
 	var held []*heldWindow[A]
@@ -580,17 +699,17 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 		// The next expiry: the store's or a held window's, in the
 		// expiry index's order (time, then data key); a timer before
 		// an expiry at the same time.
-		heldNext := len(held) > 0 && (len(expired) == 0 || heldFirst(held[0], expired[0]))
+		heldNext := len(held) > 0 && (len(expired) == 0 || p.heldFirst(held[0], expired[0]))
 		var at int64
 		switch {
 		case heldNext:
 			at = held[0].close
 		case len(expired) > 0:
-			at = layout.ReadTime(expired[0][1:9])
+			at = p.dueAt(expired[0])
 		}
 		switch {
 		case len(fires) > 0 && (len(expired) == 0 && len(held) == 0 || layout.ReadTime(fires[0][1:9]) <= at):
-			err = p.runTimer(layout.WindowFire, fires[0], wm, p.trigger.OnEventTime)
+			err = p.runTimer(p.fire, fires[0], wm, p.trigger.OnEventTime)
 			fires = fires[1:]
 		case heldNext:
 			err = p.closeHeld(held[0], wm)
@@ -607,22 +726,28 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 }
 
 // expire removes a closed window, running first its event timer if that
-// was at the close time (it has no index entry of its own).
+// was at the close time (it has no index entry of its own). due is its
+// expiry entry's key or, by start, its own (rangeKeys' copy).
 //
 // The window is read and removed before its expiry entry is: the stage
 // then finds the window's entry, which the read just found, without a
 // second lookup.
-func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
-	// The window's key is made in the place of ik, DueIndex's copy, which
-	// nothing else reads: a key of its own without an allocation per
-	// window, not a scratch buffer, since a key serde may decode without
-	// copying (serde.Bytes) and the result forwarded holds the decoded
-	// key past this window's expiry. The index key is made again, in
-	// scratch, for its delete.
-	at := layout.ReadTime(ik[1:9])
+func (p *Window[K, V, A]) expire(due []byte, wm int64) error {
+	// The window's key is made in the place of the expiry entry's copy,
+	// which nothing else reads: a key of its own without an allocation
+	// per window, not a scratch buffer, since a key serde may decode
+	// without copying (serde.Bytes) and the result forwarded holds the
+	// decoded key past this window's expiry. The index key is made
+	// again, in scratch, for its delete.
+	at := p.dueAt(due)
 	p.closedTo = max(p.closedTo, at)
-	key := ik[8:]
-	key[0] = layout.WindowData
+	key := due
+	if !p.byStart() {
+		key = due[8:]
+		key[0] = layout.WindowData
+	} else if err := p.dropStart(layout.ReadTime(due[1:9])); err != nil {
+		return err
+	}
 	w, ok, err := p.s.Get(key)
 	if err != nil || !ok {
 		return errors.Join(err, p.deleteExpiry(at, key))
@@ -639,14 +764,45 @@ func (p *Window[K, V, A]) expire(ik []byte, wm int64) error {
 	}
 	// remove need not delete the expiry entry, deleted next, unless the
 	// allowed lateness changed since the window was made.
-	err = p.remove(kb, w, false, at == p.closeAt(w.Bounds))
+	err = p.remove(kb, w, false, p.byStart() || at == p.closeAt(w.Bounds))
 	return errors.Join(err, p.deleteExpiry(at, key))
 }
 
+// dropStart decides, at the first window of start that expires, whether
+// the windows of start go in a range delete at the flush: yes once the
+// changelog has heard of one of them (store.Staged.Logged), as the
+// expiry entries do (OnWatermark). Each start's range is its own record,
+// keyed by its start, so that compaction, which keeps a key's last record,
+// keeps every range: one from the prefix to the latest close, shortened
+// by a larger allowed lateness in a later deployment, would drop an older
+// longer one and bring back the windows only it deleted.
+func (p *Window[K, V, A]) dropStart(start int64) error {
+	if start == p.lastStart {
+		return nil
+	}
+	p.lastStart = start
+	var err error
+	if p.dropsStart, err = p.s.st.Logged(startRange(start)); err == nil && p.dropsStart {
+		p.dropStarts = append(p.dropStarts, start)
+	}
+	return err
+}
+
+// dueAt is when the window of due, an expiry entry's key or by start a
+// window's, closes.
+func (p *Window[K, V, A]) dueAt(due []byte) int64 {
+	at := layout.ReadTime(due[1:9])
+	if p.byStart() {
+		return p.closeOfStart(at)
+	}
+	return at
+}
+
 // deleteExpiry deletes the expiry entry at time at of the window stored
-// under key, unless the transaction drops the entries due at the flush.
+// under key, unless the transaction drops the entries due at the flush or
+// the store, laid out by start, has none.
 func (p *Window[K, V, A]) deleteExpiry(at int64, key []byte) error {
-	if p.dropping {
+	if p.dropping || p.byStart() {
 		return nil
 	}
 	p.rk = layout.AppendIndexKey(p.rk[:0], layout.WindowExpire, at, key)
@@ -658,14 +814,14 @@ func (p *Window[K, V, A]) OnProcessingTime(now int64) error {
 	if now < p.nextProc {
 		return nil
 	}
-	due, err := DueIndex(p.s.st, layout.WindowProc, p.nextProc, now)
+	due, err := DueIndex(p.s.st, p.proc, p.nextProc, now)
 	if err != nil {
 		return err
 	}
 	p.nextProc = now + 1 // as OnWatermark's nextEvent
 	wm := p.ctx.Watermark()
 	for _, ik := range due {
-		if err := p.runTimer(layout.WindowProc, ik, wm, p.trigger.OnProcessingTime); err != nil {
+		if err := p.runTimer(p.proc, ik, wm, p.trigger.OnProcessingTime); err != nil {
 			return err
 		}
 	}
@@ -677,12 +833,12 @@ func (p *Window[K, V, A]) runTimer(prefix byte, ik []byte, wm int64, on func(win
 	if err := p.s.st.Delete(ik); err != nil {
 		return err
 	}
-	key := layout.WindowKeyFromIndex(ik)
+	key := layout.DataKeyFromIndex(p.data, ik)
 	w, ok, err := p.s.Get(key)
 	if err != nil || !ok {
 		return err
 	}
-	if prefix == layout.WindowFire {
+	if prefix == p.fire {
 		w.EventTimer = window.NoTimer
 	} else {
 		w.ProcTimer = window.NoTimer
@@ -711,9 +867,14 @@ func (p *Window[K, V, A]) OnAbort() {
 func (p *Window[K, V, A]) findNext(event, proc int64) error {
 	var errs [3]error
 	var fire, expire int64
-	fire, errs[0] = FirstIndex(p.s.st, layout.WindowFire, event)
-	expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire, event)
-	p.nextProc, errs[2] = FirstIndex(p.s.st, layout.WindowProc, proc)
+	fire, errs[0] = FirstIndex(p.s.st, p.fire, event)
+	if p.byStart() {
+		start, err := FirstIndex(p.s.st, layout.WindowByStart, p.startsFrom(p.openFrom(event)))
+		expire, errs[1] = p.closeOfStart(start), err
+	} else {
+		expire, errs[1] = FirstIndex(p.s.st, layout.WindowExpire, event)
+	}
+	p.nextProc, errs[2] = FirstIndex(p.s.st, p.proc, proc)
 	p.nextEvent = min(fire, expire)
 	if p.held != nil {
 		p.nextEvent = min(p.nextEvent, p.held.first())
@@ -721,12 +882,16 @@ func (p *Window[K, V, A]) findNext(event, proc int64) error {
 	return errors.Join(errs[:]...)
 }
 
-// heldFirst says whether held window h closes before the window of expiry
-// index key ik: at an earlier time, or at the same time with a smaller
-// data key (the index key holds it without its prefix byte).
-func heldFirst[A any](h *heldWindow[A], ik []byte) bool {
-	if at := layout.ReadTime(ik[1:9]); h.close != at {
+// heldFirst says whether held window h closes before the window of due,
+// an expiry entry's key or by start a window's: at an earlier time, or at
+// the same time with a smaller data key (an expiry entry's key holds it
+// without its prefix byte).
+func (p *Window[K, V, A]) heldFirst(h *heldWindow[A], due []byte) bool {
+	if at := p.dueAt(due); h.close != at {
 		return h.close < at
 	}
-	return bytes.Compare(h.key[1:], ik[9:]) < 0
+	if p.byStart() {
+		return bytes.Compare(h.key, due) < 0
+	}
+	return bytes.Compare(h.key[1:], due[9:]) < 0
 }

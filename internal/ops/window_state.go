@@ -179,7 +179,7 @@ func (s *WindowStates[K, A]) get(key []byte, update bool) (WindowState[A], bool,
 	if err != nil || !ok {
 		return WindowState[A]{}, false, err
 	}
-	w, err := s.Decode(layout.ReadTime(key[len(key)-8:]), val)
+	w, err := s.Decode(layout.WindowStart(key), val)
 	return w, err == nil, err
 }
 

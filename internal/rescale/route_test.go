@@ -45,6 +45,13 @@ var builders = map[layout.StoreKind]map[byte]build{
 		layout.WindowElement: func(kb []byte, at, seq int64) []byte {
 			return layout.ElementKey(layout.WindowKey(nil, kb, at), seq)
 		},
+		layout.WindowByStart: func(kb []byte, at, _ int64) []byte { return layout.StartKey(nil, kb, at) },
+		layout.WindowFireByStart: func(kb []byte, at, _ int64) []byte {
+			return layout.IndexKey(layout.WindowFireByStart, at+9, layout.StartKey(nil, kb, at))
+		},
+		layout.WindowProcByStart: func(kb []byte, at, _ int64) []byte {
+			return layout.IndexKey(layout.WindowProcByStart, at+9, layout.StartKey(nil, kb, at))
+		},
 	},
 	layout.KindSliding: {
 		layout.WindowData: func(kb []byte, at, _ int64) []byte { return layout.WindowKey(nil, kb, at) },

@@ -63,9 +63,10 @@ import (
 // headers, in the order the task sent it. Printable keys and values print
 // as they are, others in hex; int64 store values, windowed keys
 // (key@[start,end)) and watermark records are decoded. A window store's
-// changelog key prints as its layout in topology/window.go says:
+// changelog key prints as its layout in internal/layout/window.go says:
 // d/key@start (the window), f@t/key@start (its event timer at t),
-// x@t/key@start (its removal at t), T (the task's time state); its values
+// x@t/key@start (its removal at t), or in a store laid out by start
+// w/key@start and g@t/key@start, T (the task's time state); its values
 // print by size, and the store command shows them decoded.
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -588,25 +589,32 @@ func fmtWindowedKey(b []byte) string {
 }
 
 // fmtWindowStoreKey prints a key of a window store, laid out as
-// topology/window.go says: the window's data, its event timer (f), its
-// processing timer (p), its removal (x); and the task's time state (T).
+// internal/layout/window.go says, by key or by start: the window's data (d,
+// w), its event timer (f, g), its processing timer (p, q), its removal (x);
+// and the task's time state (T).
 func fmtWindowStoreKey(k []byte) string {
 	if string(k) == string(layout.TimeStateKey) {
 		return "T(time-state)"
 	}
-	readTime := func(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 	rest, prefix := k, ""
 	switch {
-	case len(k) > 0 && k[0] == 'd':
-		rest, prefix = k[1:], "d/"
-	case len(k) > 9 && (k[0] == 'f' || k[0] == 'p' || k[0] == 'x'):
-		rest, prefix = k[9:], fmt.Sprintf("%c@%d/", k[0], readTime(k[1:9]))
+	case len(k) == 9 && k[0] == 'w':
+		// The start of a range delete of the windows starting there.
+		return fmt.Sprintf("w@%d", layout.ReadTime(k[1:]))
+	case len(k) > 0 && (k[0] == 'd' || k[0] == 'w'):
+		rest, prefix = k[1:], fmt.Sprintf("%c/", k[0])
+	case len(k) > 9 && strings.IndexByte("fpxgq", k[0]) >= 0:
+		rest, prefix = k[9:], fmt.Sprintf("%c@%d/", k[0], layout.ReadTime(k[1:9]))
 	default:
 		return fmtBytes(k)
 	}
-	n, w := binary.Uvarint(rest)
-	if w <= 0 || uint64(len(rest)) != uint64(w)+n+8 {
+	data := byte('d')
+	if k[0] == 'w' || k[0] == 'g' || k[0] == 'q' {
+		data = 'w'
+	}
+	kb, start, err := layout.ParseWindowKey(append([]byte{data}, rest...))
+	if err != nil {
 		return fmtBytes(k)
 	}
-	return fmt.Sprintf("%s%s@%d", prefix, fmtBytes(rest[w:w+int(n)]), readTime(rest[len(rest)-8:]))
+	return fmt.Sprintf("%s%s@%d", prefix, fmtBytes(kb), start)
 }

@@ -249,8 +249,19 @@ var heldCases = []struct {
 // TestHeldWindowsMatchTheStore: windows held in memory give what the store
 // alone gives, record for record, with the same changelog records in each
 // transaction, the same failures and the same engines after every commit,
-// whatever the commit cadence, across aborts and records undone.
+// whatever the commit cadence, across aborts and records undone; in both
+// layouts of the window stores.
 func TestHeldWindowsMatchTheStore(t *testing.T) {
+	for _, byStart := range []bool{true, false} {
+		defer func(was bool) { ops.WindowsByStart = was }(ops.WindowsByStart)
+		ops.WindowsByStart = byStart
+		t.Run(fmt.Sprintf("byStart=%v", byStart), heldMatchesStore)
+	}
+}
+
+// heldMatchesStore is TestHeldWindowsMatchTheStore in one layout of the
+// stores (ops.WindowsByStart).
+func heldMatchesStore(t *testing.T) {
 	for _, c := range heldCases {
 		t.Run(fmt.Sprintf("every=%d,slow=%d", c.every, c.slow), func(t *testing.T) {
 			n := 2000
