@@ -16,10 +16,17 @@ import (
 // builder fails TestRecordKeyCoversPrefixes.
 var entryBuilders = map[StoreKind]map[byte]func(kb []byte, at, seq int64) []byte{
 	KindWindow: {
-		WindowData:   func(kb []byte, at, _ int64) []byte { return WindowKey(nil, kb, at) },
-		WindowFire:   func(kb []byte, at, _ int64) []byte { return IndexKey(WindowFire, at-1, WindowKey(nil, kb, at)) },
-		WindowProc:   func(kb []byte, at, _ int64) []byte { return IndexKey(WindowProc, at, WindowKey(nil, kb, at)) },
-		WindowExpire: func(kb []byte, at, _ int64) []byte { return IndexKey(WindowExpire, at, WindowKey(nil, kb, at)) },
+		WindowData:    func(kb []byte, at, _ int64) []byte { return WindowKey(nil, kb, at) },
+		WindowFire:    func(kb []byte, at, _ int64) []byte { return IndexKey(WindowFire, at-1, WindowKey(nil, kb, at)) },
+		WindowProc:    func(kb []byte, at, _ int64) []byte { return IndexKey(WindowProc, at, WindowKey(nil, kb, at)) },
+		WindowExpire:  func(kb []byte, at, _ int64) []byte { return IndexKey(WindowExpire, at, WindowKey(nil, kb, at)) },
+		WindowByStart: func(kb []byte, at, _ int64) []byte { return StartKey(nil, kb, at) },
+		WindowFireByStart: func(kb []byte, at, _ int64) []byte {
+			return IndexKey(WindowFireByStart, at-1, StartKey(nil, kb, at))
+		},
+		WindowProcByStart: func(kb []byte, at, _ int64) []byte {
+			return IndexKey(WindowProcByStart, at, StartKey(nil, kb, at))
+		},
 		WindowElement: func(kb []byte, at, seq int64) []byte {
 			return ElementKey(WindowKey(nil, kb, at), seq)
 		},
