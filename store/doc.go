@@ -44,10 +44,11 @@
 // transaction reads them from a map rather than the engine.
 //
 // A store whose keys expire in ranges (a stream join's segments, a window
-// store's due expiry entries) drops one with DropRange: one changelog
-// record for the range (SetRangeChangelog; the runtime marks it with a
-// header, and a restore replays it as Write{Key: start, End: end}, a range
-// delete), not a tombstone per key. Logged says whether the changelog has
+// store's due expiry entries, or the due windows of a store laid out by
+// start) drops one with DropRange: one changelog record for the range
+// (SetRangeChangelog; the runtime marks it with a header, and a restore
+// replays it as Write{Key: start, End: end}, a range delete), not a
+// tombstone per key. Logged says whether the changelog has
 // heard of a key in a range, and so whether a drop stands for anything
 // that silent deletes would not.
 //

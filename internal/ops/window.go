@@ -52,7 +52,9 @@ type WindowConfig[K, V, A any] struct {
 // How a window fires: Process adds a record to each window it belongs to
 // and asks the trigger (OnElement); the trigger's timers are kept in the
 // f (event time) and p (processing time) indexes, and the window's close
-// time (its max timestamp plus the allowed lateness) in the x index.
+// time (its max timestamp plus the allowed lateness) in the x index; in a
+// store laid out by start (Init), in the g and q indexes, and the windows'
+// keys themselves are in the order of their closes.
 // OnWatermark runs the due event timers and closes the due windows in one
 // time order, OnProcessingTime the due processing-time timers; each
 // firing forwards the window's result (apply).
@@ -365,8 +367,9 @@ func (p *Window[K, V, A]) element(k K, key []byte, w WindowState[A], isNew, fres
 	return p.expiry(key, w.Bounds, fresh)
 }
 
-// expiry writes the expiry entry of window b, stored under key; fresh:
-// the committed state lacks it (PutNew).
+// expiry writes the expiry entry of window b, stored under key, unless the
+// store is laid out by start; fresh: the committed state lacks it
+// (PutNew).
 func (p *Window[K, V, A]) expiry(key []byte, b window.Bounds, fresh bool) error {
 	p.nextEvent = min(p.nextEvent, p.closeAt(b))
 	if p.byStart() {
@@ -508,9 +511,9 @@ func startRange(start int64) (from, to []byte) {
 	return from, layout.AppendTime([]byte{layout.WindowByStart}, start+1)
 }
 
-// Spill drops the expiry entries due, if the transaction drops them (see
-// OnWatermark), and writes the held windows to the store, with their
-// expiry entries, in the order they were opened.
+// Spill drops the expiry entries due (by start, the windows due), if the
+// transaction drops them (see OnWatermark), and writes the held windows to
+// the store, with their expiry entries, in the order they were opened.
 func (p *Window[K, V, A]) Spill() error {
 	if p.dropping {
 		if err := p.s.st.DropRange([]byte{layout.WindowExpire}, layout.DueEnd(layout.WindowExpire, p.closedTo)); err != nil {
@@ -680,7 +683,10 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	// windows were held nor on where the transactions ended. Until the
 	// flush the entries stay in the stage, below nextEvent, where no scan
 	// starts. The range starts at the index's prefix, so it only grows:
-	// the watermark a task resumes from is the committed one.
+	// the watermark a task resumes from is the committed one. By start,
+	// the windows due go the same way, a range for each start
+	// (dropStart); the scan starts past the latest close made
+	// (openFrom).
 	if len(expired) > 0 && !p.dropping && !p.byStart() {
 		if p.dropping, err = p.s.st.Logged(expiryFrom[:1], expiryEnd); err != nil {
 			return err

@@ -100,7 +100,7 @@ type heldWindows[A any] struct {
 
 // heldWindow is a window held in memory.
 type heldWindow[A any] struct {
-	key   []byte // its data key (layout.WindowKey)
+	key   []byte // its data key (Window.windowKey)
 	close int64  // when it closes (Window.closeAt)
 	w     WindowState[A]
 	// gone: closed, moved to the store, or its opening undone.
