@@ -252,8 +252,8 @@ var heldCases = []struct {
 // whatever the commit cadence, across aborts and records undone; in both
 // layouts of the window stores.
 func TestHeldWindowsMatchTheStore(t *testing.T) {
+	defer func(was bool) { ops.WindowsByStart = was }(ops.WindowsByStart)
 	for _, byStart := range []bool{true, false} {
-		defer func(was bool) { ops.WindowsByStart = was }(ops.WindowsByStart)
 		ops.WindowsByStart = byStart
 		t.Run(fmt.Sprintf("byStart=%v", byStart), heldMatchesStore)
 	}
