@@ -61,15 +61,7 @@ func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]st
 	const n = 2000
 	step := func(i int) {
 		ts := int64(i) / 4 // 200 records per window over 141 keys
-		if err := ctx.process(p, keys[i*7%len(keys)], 1, ts); err != nil {
-			t.Fatal(err)
-		}
-		if wm := ts - 5; wm > ctx.wm {
-			ctx.wm = wm
-			if err := p.OnWatermark(wm); err != nil {
-				t.Fatal(err)
-			}
-		}
+		windowFeed(t, p, ctx, keys[i*7%len(keys)], ts, ts-5)
 	}
 	start, committedOut, committedWM, aborted := 0, 0, ctx.wm, false
 	for i := 0; i < n; i++ {
@@ -101,6 +93,21 @@ func windowLogRun(t *testing.T, every, abortAt int, check func(log map[string]st
 		t.Fatal(err)
 	}
 	return ctx.out, records, ranges, final
+}
+
+// windowFeed processes a record of key at ts, of value 1, and then moves
+// the watermark to wm if that is past it, as the task does.
+func windowFeed(t *testing.T, p *Window[string, int64, int64], ctx *windowTestCtx, key string, ts, wm int64) {
+	t.Helper()
+	if err := ctx.process(p, key, 1, ts); err != nil {
+		t.Fatal(err)
+	}
+	if wm > ctx.wm {
+		ctx.wm = wm
+		if err := p.OnWatermark(wm); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // logRecord is a changelog record: a key's value (nil: its tombstone), or
@@ -261,15 +268,7 @@ func TestWindowLayoutKeptAcrossRestarts(t *testing.T) {
 			ctx.wm = wm
 			for i := ph * phase; i < min(n, (ph+1)*phase); i++ {
 				ts := int64(i) / 4
-				if err := ctx.process(p, keys[i*7%len(keys)], 1, ts); err != nil {
-					t.Fatal(err)
-				}
-				if w := ts - 5; w > ctx.wm {
-					ctx.wm = w
-					if err := p.OnWatermark(w); err != nil {
-						t.Fatal(err)
-					}
-				}
+				windowFeed(t, p, ctx, keys[i*7%len(keys)], ts, ts-5)
 			}
 			if (ph+1)*phase >= n {
 				// The end of the input: every window closes.
@@ -344,15 +343,7 @@ func TestWindowRangesSurviveALargerLateness(t *testing.T) {
 				// windows the first deployment closed.
 				ts -= 30
 			}
-			if err := ctx.process(p, keys[i*7%len(keys)], 1, ts); err != nil {
-				t.Fatal(err)
-			}
-			if w := int64(i)/4 - 5; w > ctx.wm {
-				ctx.wm = w
-				if err := p.OnWatermark(w); err != nil {
-					t.Fatal(err)
-				}
-			}
+			windowFeed(t, p, ctx, keys[i*7%len(keys)], ts, int64(i)/4-5)
 			if (i+1)%20 != 0 {
 				continue
 			}
