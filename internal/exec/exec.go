@@ -168,9 +168,9 @@ type AbortListener interface {
 
 // Holder is implemented by processors that hold writes of the open
 // transaction in memory before their stores get them: the windows a
-// window runtime opened in it, and the range delete of the expiry entries
-// that came due in it (ops.Window). The task treats what they hold as it
-// treats its stages:
+// window runtime opened in it, and the range deletes of the expiry
+// entries, or of the windows laid out by start, that came due in it
+// (ops.Window). The task treats what they hold as it treats its stages:
 //
 //   - Mark begins a unit (one record) and Rollback undoes what the unit
 //     changed, so that a record skipped after an error leaves nothing held;

@@ -665,9 +665,11 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 		return err
 	}
 	// The windows due: their expiry entries, or by start their keys.
-	expiryFrom, expiryEnd := indexFrom(layout.WindowExpire, p.nextEvent), layout.DueEnd(layout.WindowExpire, wm)
+	var expiryFrom, expiryEnd []byte
 	if p.byStart() {
 		expiryFrom, expiryEnd = indexFrom(layout.WindowByStart, p.startsFrom(p.openFrom(p.nextEvent))), p.startsDue(wm)
+	} else {
+		expiryFrom, expiryEnd = indexFrom(layout.WindowExpire, p.nextEvent), layout.DueEnd(layout.WindowExpire, wm)
 	}
 	expired, err := rangeKeys(p.s.st, expiryFrom, expiryEnd)
 	if err != nil {
