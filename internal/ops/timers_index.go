@@ -23,25 +23,46 @@ func DueIndex(st *store.Staged, prefix byte, from, now int64) ([][]byte, error) 
 
 // rangeKeys returns copies of the keys in [from, to) of st, in order.
 func rangeKeys(st *store.Staged, from, to []byte) ([][]byte, error) {
-	// The keys are copied into one buffer, not one allocation each: a
-	// window store's expiry closes about a window a record.
+	keys, _, err := rangeEntries(st, from, to, false)
+	return keys, err
+}
+
+// rangeEntries returns copies of the keys in [from, to) of st, in order,
+// and, if values, copies of their values.
+func rangeEntries(st *store.Staged, from, to []byte, values bool) (keys, vals [][]byte, err error) {
+	// The keys and values are copied into one buffer, not one allocation
+	// each: a window store's expiry closes about a window a record.
 	var buf []byte
 	var ends []int
-	err := st.Range(from, to, func(k, _ []byte) error {
+	err = st.Range(from, to, func(k, v []byte) error {
 		buf = append(buf, k...)
 		ends = append(ends, len(buf))
+		if values {
+			buf = append(buf, v...)
+			ends = append(ends, len(buf))
+		}
 		return nil
 	})
 	if err != nil || len(ends) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
-	keys := make([][]byte, len(ends))
+	step := 1
+	if values {
+		step = 2
+		vals = make([][]byte, len(ends)/2)
+	}
+	keys = make([][]byte, len(ends)/step)
 	start := 0
 	for i, end := range ends {
-		keys[i] = buf[start:end:end]
+		b := buf[start:end:end]
+		if values && i%2 == 1 {
+			vals[i/2] = b
+		} else {
+			keys[i/step] = b
+		}
 		start = end
 	}
-	return keys, nil
+	return keys, vals, nil
 }
 
 // FirstIndex is the earliest time in the time index prefix at or after

@@ -671,7 +671,10 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	} else {
 		expiryFrom, expiryEnd = indexFrom(layout.WindowExpire, p.nextEvent), layout.DueEnd(layout.WindowExpire, wm)
 	}
-	expired, err := rangeKeys(p.s.st, expiryFrom, expiryEnd)
+	// By start the scan passes over the windows themselves, and expire
+	// takes their values from it rather than reading each again, unless
+	// a timer due here may change a window before it closes.
+	expired, values, err := rangeEntries(p.s.st, expiryFrom, expiryEnd, p.byStart() && len(fires) == 0)
 	if err != nil {
 		return err
 	}
@@ -723,7 +726,11 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 			err = p.closeHeld(held[0], wm)
 			held = held[1:]
 		default:
-			err = p.expire(expired[0], wm)
+			var val []byte
+			if values != nil {
+				val, values = values[0], values[1:]
+			}
+			err = p.expire(expired[0], val, wm)
 			expired = expired[1:]
 		}
 		if err != nil {
@@ -735,12 +742,14 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 
 // expire removes a closed window, running first its event timer if that
 // was at the close time (it has no index entry of its own). due is its
-// expiry entry's key or, by start, its own (rangeKeys' copy).
+// expiry entry's key or, by start, its own (rangeEntries' copy); val, if
+// not nil, is the window's value as the scan that found due read it,
+// which nothing has written since.
 //
 // The window is read and removed before its expiry entry is: the stage
 // then finds the window's entry, which the read just found, without a
 // second lookup.
-func (p *Window[K, V, A]) expire(due []byte, wm int64) error {
+func (p *Window[K, V, A]) expire(due, val []byte, wm int64) error {
 	// The window's key is made in the place of the expiry entry's copy,
 	// which nothing else reads: a key of its own without an allocation
 	// per window, not a scratch buffer, since a key serde may decode
@@ -756,7 +765,15 @@ func (p *Window[K, V, A]) expire(due []byte, wm int64) error {
 	} else if err := p.dropStart(layout.ReadTime(due[1:9])); err != nil {
 		return err
 	}
-	w, ok, err := p.s.Get(key)
+	var w WindowState[A]
+	var ok bool
+	var err error
+	if val != nil {
+		w, err = p.s.Decode(layout.WindowStart(key), val)
+		ok = err == nil
+	} else {
+		w, ok, err = p.s.Get(key)
+	}
 	if err != nil || !ok {
 		return errors.Join(err, p.deleteExpiry(at, key))
 	}
