@@ -33,7 +33,7 @@ func rangeEntries(st *store.Staged, from, to []byte, values bool) (keys, vals []
 	// The keys and values are copied into one buffer, not one allocation
 	// each: a window store's expiry closes about a window a record.
 	var buf []byte
-	var ends []int
+	var ends []int // where each key ends in buf and, with values, each value after it
 	err = st.Range(from, to, func(k, v []byte) error {
 		buf = append(buf, k...)
 		ends = append(ends, len(buf))
@@ -46,21 +46,24 @@ func rangeEntries(st *store.Staged, from, to []byte, values bool) (keys, vals []
 	if err != nil || len(ends) == 0 {
 		return nil, nil, err
 	}
-	step := 1
+	n := len(ends)
 	if values {
-		step = 2
-		vals = make([][]byte, len(ends)/2)
+		n /= 2
+		vals = make([][]byte, n)
 	}
-	keys = make([][]byte, len(ends)/step)
+	keys = make([][]byte, n)
 	start := 0
-	for i, end := range ends {
+	next := func() []byte {
+		end := ends[0]
 		b := buf[start:end:end]
-		if values && i%2 == 1 {
-			vals[i/2] = b
-		} else {
-			keys[i/step] = b
+		start, ends = end, ends[1:]
+		return b
+	}
+	for i := range n {
+		keys[i] = next()
+		if values {
+			vals[i] = next()
 		}
-		start = end
 	}
 	return keys, vals, nil
 }

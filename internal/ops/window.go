@@ -746,9 +746,9 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 // not nil, is the window's value as the scan that found due read it,
 // which nothing has written since.
 //
-// The window is read and removed before its expiry entry is: the stage
-// then finds the window's entry, which the read just found, without a
-// second lookup.
+// Laid out by key, the window is read and removed before its expiry entry
+// is: the stage then finds the window's entry, which the read just found,
+// without a second lookup.
 func (p *Window[K, V, A]) expire(due, val []byte, wm int64) error {
 	// The window's key is made in the place of the expiry entry's copy,
 	// which nothing else reads: a key of its own without an allocation
@@ -766,11 +766,10 @@ func (p *Window[K, V, A]) expire(due, val []byte, wm int64) error {
 		return err
 	}
 	var w WindowState[A]
-	var ok bool
+	ok := true
 	var err error
 	if val != nil {
 		w, err = p.s.Decode(layout.WindowStart(key), val)
-		ok = err == nil
 	} else {
 		w, ok, err = p.s.Get(key)
 	}
