@@ -46,11 +46,10 @@ func (rearmTrigger) String() string { return "rearmTrigger" }
 // TestWindowTimerBeforeTheCloseInOneWatermark stores windows of keys of
 // every length and UUIDs, a window each, whose event timer, due at their
 // end, moves itself to their close, then moves the watermark past all of
-// them at once. The timer
-// runs first and changes each window; the close must see the change and
-// fire every window once: the scan that finds the windows due read them
-// before the timers ran, and a close that took its values would find each
-// window's timer still at its end and fire none.
+// them at once. The timer runs first and changes each window; the close
+// must see the change and fire every window once: the scan that finds the
+// windows due read them before the timers ran, and a close that took its
+// values would find each window's timer still at its end and fire none.
 func TestWindowTimerBeforeTheCloseInOneWatermark(t *testing.T) {
 	for _, byStart := range []bool{true, false} {
 		t.Run(fmt.Sprintf("byStart=%t", byStart), func(t *testing.T) {
