@@ -18,12 +18,7 @@ import (
 // pass again over the keys it deleted in the open transaction, which the
 // engine still holds (math.MinInt64: the whole index).
 func DueIndex(st *store.Staged, prefix byte, from, now int64) ([][]byte, error) {
-	return rangeKeys(st, indexFrom(prefix, from), layout.DueEnd(prefix, now))
-}
-
-// rangeKeys returns copies of the keys in [from, to) of st, in order.
-func rangeKeys(st *store.Staged, from, to []byte) ([][]byte, error) {
-	keys, _, err := rangeEntries(st, from, to, false)
+	keys, _, err := rangeEntries(st, indexFrom(prefix, from), layout.DueEnd(prefix, now), false)
 	return keys, err
 }
 
