@@ -294,7 +294,7 @@ func windowedNode[K, V, A any](ws WindowedStream[K, V], kind string, m Materiali
 			return ops.NewWindow(c)
 		},
 	}, s.n)
-	n.Typed = ops.WindowTyped[K, V, A](n)
+	n.Typed = ops.WindowTyped[K, V, A](n, windowedResult[K])
 	late.agg = n
 	return Table[Windowed[K], A]{t: t, n: n, ks: WindowedSerde(m.ks), vs: m.vs}
 }
@@ -315,9 +315,11 @@ func retention(w Windows, c windowConfig) time.Duration {
 	return time.Duration(span+c.lateness)*time.Millisecond + 24*time.Hour
 }
 
-// windowedKey is the key of a window's result, for the runtimes in
-// internal/ops.
-func windowedKey[K any](k K, b window.Bounds) any { return Windowed[K]{Key: k, Window: b} }
+// windowedResult is the key of a window's result, for the runtimes in
+// internal/ops; windowedKey is it boxed, for the erased path.
+func windowedResult[K any](k K, b window.Bounds) Windowed[K] { return Windowed[K]{Key: k, Window: b} }
+
+func windowedKey[K any](k K, b window.Bounds) any { return windowedResult(k, b) }
 
 // WindowedSerde encodes a windowed key as the key's bytes followed by the
 // window's start and end, 8 bytes big-endian each.

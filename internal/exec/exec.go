@@ -87,6 +87,12 @@ type Context interface {
 	Forward(r Record) error
 	// ForwardTo passes r to the named child only.
 	ForwardTo(child string, r Record) error
+	// ForwardTyped runs send, which passes one record of the node's,
+	// stamped ts and without headers, to the typed chain its output was
+	// linked to (Typed): as Forward runs a forward, so inside a listener
+	// as a unit of its own. While send runs, the task's Frame holds ts and
+	// no headers; once send succeeds, the Frame is as it was before.
+	ForwardTyped(ts int64, send func() error) error
 	// Store returns the named store; the node must have declared it.
 	Store(name string) *store.Staged
 	// Send produces a record to topic (internal: a repartition topic named

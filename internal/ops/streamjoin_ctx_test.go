@@ -78,6 +78,9 @@ func (c *joinCtx) RecordMeta() (string, int32, int64, bool) { return "in", 0, 0,
 func (c *joinCtx) TaskID() string                           { return "0_0" }
 func (c *joinCtx) Partition() int32                         { return 0 }
 func (c *joinCtx) StreamTime() int64                        { return 0 }
+
+// ForwardTyped runs send: no task links a typed chain here.
+func (c *joinCtx) ForwardTyped(_ int64, send func() error) error { return send() }
 func (c *joinCtx) Schedule(time.Duration, exec.PunctuationType, func(int64) error) func() {
 	return func() {}
 }

@@ -94,11 +94,15 @@ func tableTyped[K, V any](input func(p exec.Processor, f *exec.Frame, out func(K
 			}
 			return input(p, f, out)
 		},
-		Out: func(f *exec.Frame, receive func(exec.Record) error) any {
-			return func(k K, ch exec.ChangeOf[V]) error {
-				return receive(exec.Record{Key: k, Value: ch.Erase(), Timestamp: f.Timestamp, Headers: f.Headers})
-			}
-		},
+		Out: changeOut[K, V],
 		Fan: exec.ChainFan[K, exec.ChangeOf[V]],
+	}
+}
+
+// changeOut is the Typed.Out of a node whose output is a chain of changes
+// of K and V.
+func changeOut[K, V any](f *exec.Frame, receive func(exec.Record) error) any {
+	return func(k K, ch exec.ChangeOf[V]) error {
+		return receive(exec.Record{Key: k, Value: ch.Erase(), Timestamp: f.Timestamp, Headers: f.Headers})
 	}
 }

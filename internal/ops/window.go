@@ -240,29 +240,37 @@ func (p *Window[K, V, A]) Process(r exec.Record) error {
 
 // WindowTyped is the exec.Typed of n, a node whose Processor is a
 // *Window[K, V, A]: its entry takes the typed records, so that a record
-// reaches its windows without being boxed into a Record. The results leave
-// by the erased path, as the watermark or a trigger fires them
-// (WindowStates.ForwardValue), so the entry is made whatever its output
-// would be.
-func WindowTyped[K, V, A any](n *exec.Node) *exec.Typed {
+// reaches its windows without being boxed into a Record. Its results, keyed
+// by windowed (topology.Windowed[K], of type W), are a typed chain of
+// changes when the node has no late-records child (whose records are not
+// results) and its output takes them (WindowStates.Forward); otherwise they
+// leave by the erased path. The entry is made whatever its output is.
+func WindowTyped[K, V, A, W any](n *exec.Node, windowed func(K, window.Bounds) W) *exec.Typed {
 	return &exec.Typed{
-		Link: func(f *exec.Frame, p exec.Processor, _ any) any {
+		Link: func(f *exec.Frame, p exec.Processor, next any) any {
 			w := p.(*Window[K, V, A])
+			if out, ok := next.(func(W, exec.ChangeOf[A]) error); ok && w.s.lateChild == "" {
+				w.s.linkOut(func(k K, b window.Bounds, agg A) error {
+					return out(windowed(k, b), exec.ChangeOf[A]{New: agg, HasNew: true})
+				})
+			}
 			return func(k K, v V) error {
 				f.At(n, exec.Processing)
 				return w.process(k, v, f.Timestamp, f.Headers)
 			}
 		},
-		Out: erasedOut,
-		Fan: erasedFan,
+		Out: changeOut[W, A],
+		Fan: func(children []any) any {
+			if e := exec.ChainFan[W, exec.ChangeOf[A]](children); e != nil {
+				return e
+			}
+			return erasedOutput{} // a late-records child: the results go erased
+		},
 	}
 }
 
-// erasedOut and erasedFan are the Typed.Out and Typed.Fan of a node whose
-// output never takes a typed chain: an entry to link it with, never called.
-func erasedOut(*exec.Frame, func(exec.Record) error) any { return erasedOutput{} }
-func erasedFan([]any) any                                { return erasedOutput{} }
-
+// erasedOutput is the output of a node whose output takes no typed chain:
+// an entry to link it with, never called.
 type erasedOutput struct{}
 
 // process adds a record, of key k and value v at ts with headers hs, to

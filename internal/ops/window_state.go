@@ -67,6 +67,19 @@ type WindowStates[K, A any] struct {
 	st        *store.Staged
 	lateChild string
 	results   []string // children other than the late records'
+
+	// out, if the task linked the results to a typed chain (WindowTyped),
+	// passes a result down it. Forward hands it the result it keeps in
+	// pending through send (sendResult, bound once): Context.ForwardTyped
+	// takes a function without arguments, and a closure would be
+	// allocated for every result.
+	out     func(k K, b window.Bounds, agg A) error
+	send    func() error
+	pending struct {
+		k   K
+		b   window.Bounds
+		agg A
+	}
 }
 
 // NewWindowStates returns the window states of the store name, keys
@@ -216,18 +229,38 @@ func (s *WindowStates[K, A]) Decode(start int64, val []byte) (WindowState[A], er
 	return w, nil
 }
 
+// linkOut keeps out, the typed chain of the results (WindowTyped).
+func (s *WindowStates[K, A]) linkOut(out func(K, window.Bounds, A) error) {
+	s.out, s.send = out, s.sendResult
+}
+
 // Forward sends window w's result to the result children, stamped with
-// the window's last timestamp.
+// the window's last timestamp: down the typed chain, if linked.
 func (s *WindowStates[K, A]) Forward(k K, w WindowState[A]) error {
-	return s.ForwardValue(k, w.Bounds, exec.Change{New: w.Agg})
+	if s.out == nil {
+		return s.ForwardValue(k, w.Bounds, exec.Change{New: w.Agg})
+	}
+	s.pending.k, s.pending.b, s.pending.agg = k, w.Bounds, w.Agg
+	return s.ctx.ForwardTyped(s.stamp(w.Bounds), s.send)
+}
+
+// sendResult passes the result Forward keeps down the typed chain.
+func (s *WindowStates[K, A]) sendResult() error {
+	r := &s.pending
+	return s.out(r.k, r.b, r.agg)
+}
+
+// stamp is the timestamp of window b's results: its last.
+func (s *WindowStates[K, A]) stamp(b window.Bounds) int64 {
+	if s.global {
+		return max(0, s.ctx.StreamTime()) // the window has no end to stamp
+	}
+	return b.End - 1
 }
 
 // ForwardValue sends v, keyed by window b of k, to the result children.
 func (s *WindowStates[K, A]) ForwardValue(k K, b window.Bounds, v any) error {
-	r := exec.Record{Key: s.windowed(k, b), Value: v, Timestamp: b.End - 1}
-	if s.global {
-		r.Timestamp = max(0, s.ctx.StreamTime()) // the window has no end to stamp
-	}
+	r := exec.Record{Key: s.windowed(k, b), Value: v, Timestamp: s.stamp(b)}
 	for _, c := range s.results {
 		if err := s.ctx.ForwardTo(c, r); err != nil {
 			return err

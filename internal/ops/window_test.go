@@ -59,6 +59,10 @@ func (c *windowTestCtx) CountLate()                 { c.lateCount++ }
 func (c *windowTestCtx) Global(string) store.Engine { return nil }
 func (c *windowTestCtx) WallClock() int64           { return c.now }
 func (c *windowTestCtx) Folding() bool              { return false }
+
+// ForwardTyped runs send: no task links a typed chain here.
+func (c *windowTestCtx) ForwardTyped(_ int64, send func() error) error { return send() }
+
 func (c *windowTestCtx) process(p exec.Processor, k string, v, ts int64) error {
 	c.streamTime = max(c.streamTime, ts)
 	return p.Process(exec.Record{Key: k, Value: v, Timestamp: ts})

@@ -152,6 +152,14 @@ func TestTypedChainsMatchTheErasedPath(t *testing.T) {
 	}
 }
 
+// refusesThree is a serde of int64s as text that refuses to encode 3.
+var refusesThree = serde.Funcs(func(n int64) ([]byte, error) {
+	if n == 3 {
+		return nil, errors.New("refused")
+	}
+	return strconv.AppendInt(nil, n, 10), nil
+}, func(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) })
+
 // aggTopology puts the aggregations that take part in typed chains after a
 // source that fans out, with a table node that does not (FilterTable), and
 // a table read from a topic, whose input is erased but whose held updates
@@ -161,15 +169,9 @@ func TestTypedChainsMatchTheErasedPath(t *testing.T) {
 // count of a key is a value its sink's serde refuses.
 func aggTopology() *topology.Topology {
 	t := topology.New()
-	refusing := serde.Funcs(func(n int64) ([]byte, error) {
-		if n == 3 {
-			return nil, errors.New("refused")
-		}
-		return strconv.AppendInt(nil, n, 10), nil
-	}, func(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) })
 	s := topology.From(t, "in", serde.String, serde.Int64Text, topology.DeadLetter("dlq"))
 	counts := topology.Count(topology.GroupByKey(s), topology.Materialized("counts", serde.String, serde.Int64))
-	topology.To(topology.ToStream(counts), "counts", serde.String, refusing)
+	topology.To(topology.ToStream(counts), "counts", serde.String, refusesThree)
 	topology.To(topology.ToStream(topology.FilterTable(counts, func(_ string, n int64) bool { return n%2 == 0 })), "even-counts", serde.String, serde.Int64Text)
 	sums := topology.Aggregate(topology.GroupByKey(s), func() int64 { return 100 }, func(_ string, v, sum int64) int64 {
 		if v == 13 {

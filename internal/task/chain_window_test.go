@@ -3,22 +3,23 @@ package task
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/window"
 )
 
 // windowJoinTopology puts the stateful operators whose input takes typed
-// chains but whose output does not (windows, whose results the watermark
-// fires) or does (a stream–table join) after one source: tumbling windows
-// with a late-records stream, sessions that retract as they merge, and a
-// left join with a table read from a topic. Records go wrong on the way:
+// chains after one source: tumbling windows with a late-records stream
+// (whose results therefore leave by the erased path), sessions that retract
+// as they merge, and a left join with a table read from a topic. Records go wrong on the way:
 // "x" does not decode, 13 panics in the windows' adder, 21 in the joiner.
 func windowJoinTopology() *topology.Topology {
 	t := topology.New()
@@ -131,6 +132,152 @@ func TestTypedWindowsAndJoinsNegativeControl(t *testing.T) {
 	for _, prefix := range []string{"tumbling-window", "sessions-window", "LEFTJOIN-TABLE"} {
 		t.Run(prefix, func(t *testing.T) {
 			if d := diffRuns(runWindowJoin(t, false, lossy(prefix)), runWindowJoin(t, true, nil)); d == "" {
+				t.Fatal("the comparison saw no difference")
+			}
+		})
+	}
+}
+
+// windowChainTopology windows one source four ways, so that window results
+// take typed chains from everywhere they are forwarded:
+//   - "final": tumbling windows that fire at their close, as the watermark
+//     passes it, each result a unit of its own; a count of 3 is refused by
+//     the sink's serde.
+//   - "every": hopping windows that fire at every record, inside the
+//     record's chain, which goes on to the source's next child, the sink
+//     "echo": it must find the record's timestamp and headers in the
+//     frame. A value of 13 panics in the adder.
+//   - "sessions": session windows that fire at every record, whose merges
+//     retract by the erased path between typed results.
+//   - "with-late": tumbling windows with a late-records child, whose
+//     results stay erased.
+func windowChainTopology() *topology.Topology {
+	t := topology.New()
+	ws := topology.WindowedSerde(serde.String)
+	s := topology.From(t, "in", serde.String, serde.Int64Text, topology.DeadLetter("dlq"),
+		topology.Watermarks(window.BoundedOutOfOrderness(20*time.Millisecond)))
+	g := topology.GroupByKey(s)
+
+	final := topology.CountWindows(topology.WindowedBy(g, window.Tumbling(50*time.Millisecond), topology.EmitFinal()),
+		topology.Materialized("final", serde.String, serde.Int64))
+	topology.To(topology.ToStream(final), "final", ws, refusesThree)
+
+	every := topology.AggregateWindows(topology.WindowedBy(g, window.Hopping(40*time.Millisecond, 20*time.Millisecond), topology.EmitEveryUpdate()),
+		func() int64 { return 0 }, func(_ string, v, sum int64) int64 {
+			if v == 13 {
+				panic("thirteen")
+			}
+			return sum + v
+		}, topology.Materialized("every", serde.String, serde.Int64))
+	topology.To(topology.Map(topology.ToStream(every), func(k topology.Windowed[string], sum int64) (string, int64) {
+		return k.Key + "@" + strconv.FormatInt(k.Window.Start, 10), sum
+	}), "every", serde.String, serde.Int64Text)
+	topology.To(s, "echo", serde.String, serde.Int64Text)
+
+	sessions := topology.CountWindows(topology.WindowedBy(g, window.InactivityGap(15*time.Millisecond), topology.EmitEveryUpdate()),
+		topology.Materialized("sessions", serde.String, serde.Int64))
+	topology.To(topology.ToStream(sessions), "sessions", ws, serde.Int64Text)
+
+	lw := topology.WindowedBy(g, window.Tumbling(30*time.Millisecond), topology.EmitFinal())
+	topology.To(topology.ToStream(topology.CountWindows(lw, topology.Materialized("with-late", serde.String, serde.Int64))), "with-late", ws, serde.Int64Text)
+	topology.To(topology.LateRecords(lw), "late", serde.String, serde.Int64Text)
+	return t
+}
+
+// windowChainRecords are windowChainTopology's input: twelve keys spread
+// over testkeys' lengths and UUIDs, out of order by up to 60 ms (so some
+// are late), each with a header, one value that does not decode.
+func windowChainRecords() []*kgo.Record {
+	all := testkeys.All()
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = all[i*len(all)/len(keys)]
+	}
+	var recs []*kgo.Record
+	for i := range 600 {
+		v := strconv.Itoa(i % 17)
+		if i == 250 {
+			v = "x"
+		}
+		ts := int64(10_000 + 2*i - (i*7919)%61)
+		recs = append(recs, &kgo.Record{
+			Topic: "in", Key: []byte(keys[(i*7)%len(keys)]), Value: []byte(v), Offset: int64(i),
+			Timestamp: time.UnixMilli(ts), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strconv.Itoa(i))}},
+		})
+	}
+	return recs
+}
+
+// runWindowChain runs windowChainRecords through windowChainTopology
+// (runPlan), committing every seven records; erased and tamper as in
+// runWindowJoin.
+func runWindowChain(t *testing.T, erased bool, tamper func(*exec.Plan)) chainRun {
+	t.Helper()
+	return runPlan(t, planOf(t, windowChainTopology(), erased, tamper), windowChainRecords(), 7, false)
+}
+
+// TestTypedWindowsMatchTheErasedPath: window results sent down typed
+// chains, at the close and at every record, produce what the erased path
+// produces, record for record (timestamps and headers included, of the
+// results and of the records that share their chain), and blame the same
+// failures on the same nodes with the same classes.
+func TestTypedWindowsMatchTheErasedPath(t *testing.T) {
+	typed, erased := runWindowChain(t, false, nil), runWindowChain(t, true, nil)
+	if !typed.direct || erased.direct {
+		t.Fatalf("typed chain linked: %v with the chains, %v without", typed.direct, erased.direct)
+	}
+	if d := diffRuns(typed, erased); d != "" {
+		t.Fatalf("typed chains and the erased path differ: typed chains %s", d)
+	}
+	topics := perTopic(typed.out)
+	for _, topic := range []string{"final", "every", "echo", "sessions", "with-late", "late", "dlq"} {
+		if topics[topic] == 0 {
+			t.Errorf("nothing reached %s: %v", topic, topics)
+		}
+	}
+	var refused, panicked bool
+	for _, a := range typed.actions {
+		refused = refused || strings.HasPrefix(a, "production in SINK") && strings.Contains(a, "refused")
+		panicked = panicked || strings.HasPrefix(a, "processing in every") && strings.Contains(a, "thirteen")
+	}
+	if !refused || !panicked {
+		t.Errorf("failures\n%s\nwant a refused result and a panic in the adder", strings.Join(typed.actions, "\n"))
+	}
+}
+
+// TestTypedWindowsNegativeControl: the comparison above catches typed
+// window results that are lost, and a result's chain that leaves the
+// record's frame changed for the source's next child.
+func TestTypedWindowsNegativeControl(t *testing.T) {
+	controls := map[string]func(*exec.Plan){
+		"lossy final": relink("final-window", func(link linker) linker {
+			return func(f *exec.Frame, proc exec.Processor, next any) any {
+				emit := next.(func(topology.Windowed[string], exec.ChangeOf[int64]) error)
+				n := 0
+				return link(f, proc, func(k topology.Windowed[string], ch exec.ChangeOf[int64]) error {
+					if n++; n%2 == 0 {
+						return nil
+					}
+					return emit(k, ch)
+				})
+			}
+		}),
+		// The window's entry leaves the frame as a result's chain
+		// left it, without the record's headers.
+		"frame left changed": relink("every-window", func(link linker) linker {
+			return func(f *exec.Frame, proc exec.Processor, next any) any {
+				entry := link(f, proc, next).(func(string, int64) error)
+				return func(k string, v int64) error {
+					err := entry(k, v)
+					f.Headers = nil
+					return err
+				}
+			}
+		}),
+	}
+	for name, tamper := range controls {
+		t.Run(name, func(t *testing.T) {
+			if d := diffRuns(runWindowChain(t, false, tamper), runWindowChain(t, true, nil)); d == "" {
 				t.Fatal("the comparison saw no difference")
 			}
 		})

@@ -983,6 +983,22 @@ func (n *nodeInst) ForwardTo(child string, r exec.Record) error {
 	return c.receive(r)
 }
 
+func (n *nodeInst) ForwardTyped(ts int64, send func() error) error {
+	f := &n.t.frame
+	saved := *f // a record's, if a chain's entry forwards while it runs
+	f.Timestamp, f.Headers = ts, nil
+	var err error
+	if n.t.firing && !n.t.buffering {
+		err = n.t.fire(n, ts, send)
+	} else {
+		err = send()
+	}
+	if err == nil {
+		*f = saved
+	}
+	return err
+}
+
 func (n *nodeInst) WallClock() int64 { return n.t.wall }
 
 func (n *nodeInst) Folding() bool { return n.fold != nil }
