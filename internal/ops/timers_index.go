@@ -1,8 +1,10 @@
 package ops
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/store"
@@ -18,17 +20,37 @@ import (
 // pass again over the keys it deleted in the open transaction, which the
 // engine still holds (math.MinInt64: the whole index).
 func DueIndex(st *store.Staged, prefix byte, from, now int64) ([][]byte, error) {
-	keys, _, err := rangeEntries(st, indexFrom(prefix, from), layout.DueEnd(prefix, now), false)
+	keys, _, err := rangeEntries(st, indexFrom(prefix, from), layout.DueEnd(prefix, now), false, nil)
 	return keys, err
 }
 
+// rangeScratch is what rangeEntries reuses from one call to the next: the
+// buffer where it gathers the entries' bytes, where each ends in it, and
+// the lists it returns (which hold the last call's copies).
+type rangeScratch struct {
+	buf        []byte
+	ends       []int
+	keys, vals [][]byte
+}
+
+// maxScratchEntries bounds what a rangeScratch keeps: a larger scan, rare
+// (a backlog's first watermark), leaves nothing behind for the next.
+const maxScratchEntries = 1 << 14
+
 // rangeEntries returns copies of the keys in [from, to) of st, in order,
-// and, if values, copies of their values.
-func rangeEntries(st *store.Staged, from, to []byte, values bool) (keys, vals [][]byte, err error) {
+// and, if values, copies of their values. With sc, the lists are sc's,
+// valid until the next call with it; the copies are always the caller's,
+// as a decoded key or aggregate may alias them (serde.Bytes).
+func rangeEntries(st *store.Staged, from, to []byte, values bool, sc *rangeScratch) (keys, vals [][]byte, err error) {
 	// The keys and values are copied into one buffer, not one allocation
-	// each: a window store's expiry closes about a window a record.
-	var buf []byte
-	var ends []int // where each key ends in buf and, with values, each value after it
+	// each: a window store's expiry closes about a window a record. With
+	// sc they are gathered in its buffer, then copied into one allocation
+	// of their size, instead of into a buffer grown as they come.
+	var scratch rangeScratch
+	if sc != nil {
+		scratch = *sc
+	}
+	buf, ends := scratch.buf[:0], scratch.ends[:0]
 	err = st.Range(from, to, func(k, v []byte) error {
 		buf = append(buf, k...)
 		ends = append(ends, len(buf))
@@ -38,29 +60,46 @@ func rangeEntries(st *store.Staged, from, to []byte, values bool) (keys, vals []
 		}
 		return nil
 	})
-	if err != nil || len(ends) == 0 {
-		return nil, nil, err
-	}
 	n := len(ends)
 	if values {
 		n /= 2
-		vals = make([][]byte, n)
 	}
-	keys = make([][]byte, n)
+	// What the lists hold past n are the last call's copies: let go.
+	keys, vals = reuse(scratch.keys, n), reuse(scratch.vals, 0)
+	if values {
+		vals = reuse(scratch.vals, n)
+	}
+	if sc != nil {
+		*sc = rangeScratch{buf: buf, ends: ends, keys: keys, vals: vals}
+		if n > maxScratchEntries {
+			*sc = rangeScratch{}
+		}
+	}
+	if err != nil || n == 0 {
+		return nil, nil, err
+	}
+	if sc != nil {
+		buf = bytes.Clone(buf)
+	}
+	if !values {
+		vals = nil
+	}
 	start := 0
-	next := func() []byte {
-		end := ends[0]
-		b := buf[start:end:end]
-		start, ends = end, ends[1:]
-		return b
-	}
 	for i := range n {
-		keys[i] = next()
+		end := ends[0]
+		keys[i], start, ends = buf[start:end:end], end, ends[1:]
 		if values {
-			vals[i] = next()
+			end = ends[0]
+			vals[i], start, ends = buf[start:end:end], end, ends[1:]
 		}
 	}
 	return keys, vals, nil
+}
+
+// reuse returns list, cleared past n, grown to n entries if it has fewer.
+func reuse(list [][]byte, n int) [][]byte {
+	clear(list[min(n, len(list)):])
+	return slices.Grow(list[:0], n)[:n]
 }
 
 // FirstIndex is the earliest time in the time index prefix at or after

@@ -218,3 +218,67 @@ func TestIndexScans(t *testing.T) {
 		}
 	}
 }
+
+// TestRangeEntriesWithScratch: scans that reuse one scratch return what
+// scans without it return, and the copies one returned stay as they were
+// through the scans after it (a decoded key or aggregate may alias it), whether
+// they return values or not, more entries or fewer, or none.
+func TestRangeEntriesWithScratch(t *testing.T) {
+	st := store.NewStaged("s", store.NewMemory())
+	keys := testkeys.Bytes()
+	for i, k := range keys {
+		st.Put(append([]byte{'w'}, k...), bytes.Repeat([]byte{byte(i)}, i%40))
+	}
+	var sc rangeScratch
+	type scan struct {
+		keys, vals [][]byte
+		want       []string // the entries as first returned, as text
+	}
+	text := func(keys, vals [][]byte) []string {
+		var out []string
+		for i, k := range keys {
+			e := string(k)
+			if vals != nil {
+				e += "=" + string(vals[i])
+			}
+			out = append(out, e)
+		}
+		return out
+	}
+	var scans []scan
+	for i, c := range []struct {
+		from, to []byte
+		values   bool
+	}{
+		{[]byte{'w'}, []byte{'x'}, true},
+		{append([]byte{'w'}, keys[len(keys)/2]...), []byte{'x'}, false},
+		{[]byte{'x'}, []byte{'y'}, true}, // none
+		{[]byte{'w'}, append([]byte{'w'}, keys[len(keys)/3]...), true},
+		{[]byte{'w'}, []byte{'x'}, false},
+	} {
+		gotK, gotV, err := rangeEntries(st, c.from, c.to, c.values, &sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantK, wantV, err := rangeEntries(st, c.from, c.to, c.values, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (gotV != nil) != (c.values && len(wantK) > 0) {
+			t.Fatalf("scan %d: values %v, asked for %v, %d entries", i, gotV != nil, c.values, len(wantK))
+		}
+		if got, want := text(gotK, gotV), text(wantK, wantV); !slices.Equal(got, want) {
+			t.Fatalf("scan %d with the scratch: %d entries, without: %d", i, len(got), len(want))
+		}
+		// The lists are the scratch's, the bytes they point to ours.
+		scans = append(scans, scan{slices.Clone(gotK), slices.Clone(gotV), text(gotK, gotV)})
+		for j, s := range scans {
+			if got := text(s.keys, s.vals); !slices.Equal(got, s.want) {
+				t.Fatalf("after scan %d, what scan %d returned changed", i, j)
+			}
+		}
+	}
+	if len(scans[0].keys) != len(keys) || len(scans[2].keys) != 0 {
+		t.Fatalf("scans of %d and %d entries, want %d and 0", len(scans[0].keys), len(scans[2].keys), len(keys))
+	}
+}

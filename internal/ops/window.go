@@ -104,6 +104,8 @@ type Window[K, V, A any] struct {
 	// a window's key and its index entry's, rk remove's and expire's (the
 	// stage copies what it keeps; nothing decodes a key from them).
 	kb, key, ik, rk []byte
+	// scan is OnWatermark's scratch for the scan of the windows due.
+	scan rangeScratch
 }
 
 // NewWindow returns the runtime of c, for one task.
@@ -682,7 +684,7 @@ func (p *Window[K, V, A]) OnWatermark(wm int64) error {
 	// By start the scan passes over the windows themselves, and expire
 	// takes their values from it rather than reading each again, unless
 	// a timer due here may change a window before it closes.
-	expired, values, err := rangeEntries(p.s.st, expiryFrom, expiryEnd, p.byStart() && len(fires) == 0)
+	expired, values, err := rangeEntries(p.s.st, expiryFrom, expiryEnd, p.byStart() && len(fires) == 0, &p.scan)
 	if err != nil {
 		return err
 	}
