@@ -243,17 +243,28 @@ func (hw *heldWindows[A]) takeDue(wm int64) []*heldWindow[A] {
 // appendSorted appends to dst the windows of hs not gone, by data key.
 //
 // The windows of one close time are a transaction's windows of one start,
-// thousands at a time: they are sorted by the first sixteen bytes of their
-// keys, held beside them, and only where those are equal by the keys, so
-// that most comparisons read no key.
+// thousands at a time, whose keys begin alike: laid out by start, with the
+// prefix and the start. They are sorted by the sixteen bytes of their keys
+// after what all of them share, held beside them, and only where those are
+// equal by the keys, so that most comparisons read no key.
 func (hw *heldWindows[A]) appendSorted(dst, hs []*heldWindow[A]) []*heldWindow[A] {
 	buf := hw.sortBuf[:0]
+	var first []byte
+	shared := 0
 	for _, h := range hs {
-		if !h.gone {
-			var p [16]byte
-			copy(p[:], h.key)
-			buf = append(buf, heldByPrefix[A]{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:]), h})
+		if h.gone {
+			continue
 		}
+		if first == nil {
+			first, shared = h.key, len(h.key)
+		}
+		shared = commonPrefix(first[:shared], h.key)
+		buf = append(buf, heldByPrefix[A]{h: h})
+	}
+	for i := range buf {
+		var p [16]byte
+		copy(p[:], buf[i].h.key[shared:])
+		buf[i].hi, buf[i].lo = binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])
 	}
 	slices.SortFunc(buf, func(a, b heldByPrefix[A]) int {
 		if c := cmp.Compare(a.hi, b.hi); c != 0 {
@@ -272,8 +283,19 @@ func (hw *heldWindows[A]) appendSorted(dst, hs []*heldWindow[A]) []*heldWindow[A
 	return dst
 }
 
-// heldByPrefix is a held window beside its key's first sixteen bytes
-// (appendSorted).
+// commonPrefix is the length of the prefix a and b share.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// heldByPrefix is a held window beside sixteen bytes of its key, after
+// those its group shares (appendSorted).
 type heldByPrefix[A any] struct {
 	hi, lo uint64
 	h      *heldWindow[A]

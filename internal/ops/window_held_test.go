@@ -96,8 +96,9 @@ func TestHoldingPausesWhereItDoesNotPay(t *testing.T) {
 // every length (testkeys: past 128 bytes the length's uvarint, in the
 // sorted prefix, takes two bytes), UUIDs, keys of one length that share
 // their first 8 or 20 bytes and differ after, and keys that differ only
-// by trailing zero bytes. It holds copies: the caller's key buffer is
-// reused.
+// by trailing zero bytes; in both layouts (by start, the windows of one
+// close time share the prefix and the start). It holds copies: the
+// caller's key buffer is reused.
 func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
 	keys := testkeys.Bytes()
 	for n := range 21 {
@@ -107,13 +108,19 @@ func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
 		keys = append(keys, fmt.Appendf(nil, "%08d", i), fmt.Appendf(nil, "sameprefix-%d", i), fmt.Appendf(nil, "shared-by-twenty-bytes-%06d", i))
 	}
 	keys = append(keys, []byte("abc"), []byte("abc\x00"), []byte("abc\x00\x00\x00\x00\x00\x00"), []byte("abc\x00\x00\x00\x00\x00\x01"))
+	for name, windowKey := range map[string]func(dst, kb []byte, start int64) []byte{"byKey": layout.WindowKey, "byStart": layout.StartKey} {
+		t.Run(name, func(t *testing.T) { heldCloseInKeyOrder(t, keys, windowKey) })
+	}
+}
+
+func heldCloseInKeyOrder(t *testing.T, keys [][]byte, windowKey func(dst, kb []byte, start int64) []byte) {
 	hw := newHeldWindows[int64]()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var buf []byte
 	want := map[int64][][]byte{}
 	for _, i := range rng.Perm(len(keys)) {
 		close := int64(1000 * (1 + i%3))
-		buf = layout.WindowKey(buf[:0], keys[i], close-1000)
+		buf = windowKey(buf[:0], keys[i], close-1000)
 		want[close] = append(want[close], bytes.Clone(buf))
 		hw.open(buf, close, NewWindowState[int64](window.Bounds{Start: close - 1000, End: close}))
 		clear(buf)
