@@ -60,15 +60,13 @@ func rangeEntries(st *store.Staged, from, to []byte, values bool, sc *rangeScrat
 		}
 		return nil
 	})
-	n := len(ends)
+	n, nv := len(ends), 0
 	if values {
 		n /= 2
+		nv = n
 	}
 	// What the lists hold past n are the last call's copies: let go.
-	keys, vals = reuse(scratch.keys, n), reuse(scratch.vals, 0)
-	if values {
-		vals = reuse(scratch.vals, n)
-	}
+	keys, vals = reuse(scratch.keys, n), reuse(scratch.vals, nv)
 	if sc != nil {
 		*sc = rangeScratch{buf: buf, ends: ends, keys: keys, vals: vals}
 		if n > maxScratchEntries {
