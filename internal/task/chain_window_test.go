@@ -139,7 +139,8 @@ func TestTypedWindowsAndJoinsNegativeControl(t *testing.T) {
 }
 
 // windowChainTopology windows one source four ways, so that window results
-// take typed chains from everywhere they are forwarded:
+// take typed chains from each place they are forwarded, and stay erased
+// where they must:
 //   - "final": tumbling windows that fire at their close, as the watermark
 //     passes it, each result a unit of its own; a count of 3 is refused by
 //     the sink's serde.
@@ -246,8 +247,9 @@ func TestTypedWindowsMatchTheErasedPath(t *testing.T) {
 }
 
 // TestTypedWindowsNegativeControl: the comparison above catches typed
-// window results that are lost, and a result's chain that leaves the
-// record's frame changed for the source's next child.
+// window results that are lost, and a window that leaves the record's
+// frame changed for the source's next child, as a send that did not give
+// the frame back would.
 func TestTypedWindowsNegativeControl(t *testing.T) {
 	controls := map[string]func(*exec.Plan){
 		"lossy final": relink("final-window", func(link linker) linker {
