@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/layout"
@@ -248,12 +249,16 @@ func (p *Window[K, V, A]) Process(r exec.Record) error {
 // results) and its output takes them (WindowStates.Forward); otherwise they
 // leave by the erased path. The entry is made whatever its output is.
 func WindowTyped[K, V, A, W any](n *exec.Node, windowed func(K, window.Bounds) W) *exec.Typed {
+	// An aggregate of interface type may be nil, which the erased path
+	// (exec.Change) takes for no value: neither is a change's new value
+	// here, as ToStream and the erased children see it.
+	nilable := reflect.TypeFor[A]().Kind() == reflect.Interface
 	return &exec.Typed{
 		Link: func(f *exec.Frame, p exec.Processor, next any) any {
 			w := p.(*Window[K, V, A])
 			if out, ok := next.(func(W, exec.ChangeOf[A]) error); ok && w.s.lateChild == "" {
 				w.s.linkOut(func(k K, b window.Bounds, agg A) error {
-					return out(windowed(k, b), exec.ChangeOf[A]{New: agg, HasNew: true})
+					return out(windowed(k, b), exec.ChangeOf[A]{New: agg, HasNew: !nilable || any(agg) != nil})
 				})
 			}
 			return func(k K, v V) error {

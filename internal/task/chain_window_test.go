@@ -150,6 +150,9 @@ func TestTypedWindowsAndJoinsNegativeControl(t *testing.T) {
 //     frame. A value of 13 panics in the adder.
 //   - "sessions": session windows that fire at every record, whose merges
 //     retract by the erased path between typed results.
+//   - "nilable": tumbling windows whose aggregate, of interface type, is
+//     nil when the last record was a multiple of 4: no result then, as a
+//     nil change is nothing on the erased path.
 //   - "with-late": tumbling windows with a late-records child, whose
 //     results stay erased.
 func windowChainTopology() *topology.Topology {
@@ -178,6 +181,15 @@ func windowChainTopology() *topology.Topology {
 	sessions := topology.CountWindows(topology.WindowedBy(g, window.InactivityGap(15*time.Millisecond), topology.EmitEveryUpdate()),
 		topology.Materialized("sessions", serde.String, serde.Int64))
 	topology.To(topology.ToStream(sessions), "sessions", ws, serde.Int64Text)
+
+	nilable := topology.AggregateWindows(topology.WindowedBy(g, window.Tumbling(50*time.Millisecond), topology.EmitFinal()),
+		func() any { return nil }, func(_ string, v int64, agg any) any {
+			if v%4 == 0 {
+				return nil
+			}
+			return v
+		}, topology.Materialized("nilable", serde.String, serde.JSON[any]()))
+	topology.To(topology.ToStream(nilable), "nilable", ws, serde.JSON[any]())
 
 	lw := topology.WindowedBy(g, window.Tumbling(30*time.Millisecond), topology.EmitFinal())
 	topology.To(topology.ToStream(topology.CountWindows(lw, topology.Materialized("with-late", serde.String, serde.Int64))), "with-late", ws, serde.Int64Text)
@@ -231,7 +243,7 @@ func TestTypedWindowsMatchTheErasedPath(t *testing.T) {
 		t.Fatalf("typed chains and the erased path differ: typed chains %s", d)
 	}
 	topics := perTopic(typed.out)
-	for _, topic := range []string{"final", "every", "echo", "sessions", "with-late", "late", "dlq"} {
+	for _, topic := range []string{"final", "every", "echo", "sessions", "nilable", "with-late", "late", "dlq"} {
 		if topics[topic] == 0 {
 			t.Errorf("nothing reached %s: %v", topic, topics)
 		}
