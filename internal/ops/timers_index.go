@@ -72,12 +72,10 @@ func rangeEntries(st *store.Staged, from, to []byte, values bool, sc *rangeScrat
 		if n > maxScratchEntries {
 			*sc = rangeScratch{}
 		}
+		buf = bytes.Clone(buf)
 	}
 	if err != nil || n == 0 {
 		return nil, nil, err
-	}
-	if sc != nil {
-		buf = bytes.Clone(buf)
 	}
 	if !values {
 		vals = nil

@@ -221,8 +221,8 @@ func TestIndexScans(t *testing.T) {
 
 // TestRangeEntriesWithScratch: scans that reuse one scratch return what
 // scans without it return, and the copies one returned stay as they were
-// through the scans after it (a decoded key or aggregate may alias it), whether
-// they return values or not, more entries or fewer, or none.
+// through the scans after it (a decoded key or aggregate may alias them),
+// whether they return values or not, more entries or fewer, or none.
 func TestRangeEntriesWithScratch(t *testing.T) {
 	st := store.NewStaged("s", store.NewMemory())
 	keys := testkeys.Bytes()

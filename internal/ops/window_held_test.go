@@ -113,7 +113,11 @@ func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
 	}
 }
 
+// heldCloseInKeyOrder holds a window of each key, in a random order, at
+// three close times, with data keys laid out by windowKey, and checks the
+// order takeDue returns them in.
 func heldCloseInKeyOrder(t *testing.T, keys [][]byte, windowKey func(dst, kb []byte, start int64) []byte) {
+	t.Helper()
 	hw := newHeldWindows[int64]()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var buf []byte
