@@ -36,6 +36,11 @@ type Typed struct {
 	// Sink (sinks) returns the node's entry: it encodes into a and passes
 	// the bytes to send.
 	Sink func(f *Frame, a *Arena, send func(key, value []byte) error) any
+	// Emits (processors) says that the node sends output of its own
+	// through the next that Link gave it, not only from its entry (a
+	// window's results, whichever path brought the records): the task
+	// links such a node whether or not a chain reaches it.
+	Emits bool
 }
 
 // Frame is what a typed chain knows of the record it runs: what the erased

@@ -92,6 +92,8 @@ type Context interface {
 	// linked to (Typed): as Forward runs a forward, so inside a listener
 	// as a unit of its own. While send runs, the task's Frame holds ts and
 	// no headers; once send succeeds, the Frame is as it was before.
+	// Whichever path brought the node its record, a failure in send is
+	// blamed on the node of the chain where it arose.
 	ForwardTyped(ts int64, send func() error) error
 	// Store returns the named store; the node must have declared it.
 	Store(name string) *store.Staged

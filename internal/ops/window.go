@@ -247,7 +247,8 @@ func (p *Window[K, V, A]) Process(r exec.Record) error {
 // by windowed (topology.Windowed[K], of type W), are a typed chain of
 // changes when the node has no late-records child (whose records are not
 // results) and its output takes them (WindowStates.Forward); otherwise they
-// leave by the erased path. The entry is made whatever its output is.
+// leave by the erased path. The entry is made whatever its output is, and
+// the results take the chain whichever path brings the records (Emits).
 func WindowTyped[K, V, A, W any](n *exec.Node, windowed func(K, window.Bounds) W) *exec.Typed {
 	// An aggregate of interface type may be nil, which the erased path
 	// (exec.Change) takes for no value: neither is a change's new value
@@ -273,6 +274,7 @@ func WindowTyped[K, V, A, W any](n *exec.Node, windowed func(K, window.Bounds) W
 			}
 			return erasedOutput{} // a late-records child: the results go erased
 		},
+		Emits: true,
 	}
 }
 

@@ -153,12 +153,18 @@ func TestTypedChainsMatchTheErasedPath(t *testing.T) {
 }
 
 // refusesThree is a serde of int64s as text that refuses to encode 3.
-var refusesThree = serde.Funcs(func(n int64) ([]byte, error) {
-	if n == 3 {
-		return nil, errors.New("refused")
-	}
-	return strconv.AppendInt(nil, n, 10), nil
-}, func(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) })
+var refusesThree = refusing(3, "refused")
+
+// refusing is a serde of int64s as text that refuses to encode n, with
+// the error text msg.
+func refusing(n int64, msg string) serde.Serde[int64] {
+	return serde.Funcs(func(v int64) ([]byte, error) {
+		if v == n {
+			return nil, errors.New(msg)
+		}
+		return strconv.AppendInt(nil, v, 10), nil
+	}, func(b []byte) (int64, error) { return strconv.ParseInt(string(b), 10, 64) })
+}
 
 // aggTopology puts the aggregations that take part in typed chains after a
 // source that fans out, with a table node that does not (FilterTable), and

@@ -497,7 +497,8 @@ func (t *Task) Init() error {
 // link builds the typed chains (exec.Typed): every source that takes part
 // gets a direct entry from its records' bytes, through the nodes after it
 // that take part, to sinks and to the first erased nodes; and every folding
-// node is linked to the chain its output goes to.
+// node, and every node that emits (exec.Typed.Emits), is linked to the
+// chain its output goes to.
 func (t *Task) link() {
 	entries := map[*nodeInst]any{}
 	var entry, output func(ni *nodeInst) any
@@ -539,10 +540,13 @@ func (t *Task) link() {
 			}
 		}
 	}
-	// A folding node forwards its held updates through its output's
-	// chain, whether or not a chain reaches the node itself.
-	for _, ni := range t.folders {
-		entry(ni)
+	// A node that sends output of its own (a folding node's held
+	// updates, a window's results) sends it through its output's chain,
+	// whether or not a chain reaches the node itself.
+	for _, ni := range t.nodes {
+		if ni.fold != nil || ni.node.Typed != nil && ni.node.Typed.Emits {
+			entry(ni)
+		}
 	}
 }
 
@@ -988,9 +992,14 @@ func (n *nodeInst) ForwardTyped(ts int64, send func() error) error {
 	saved := *f // a record's, if a chain's entry forwards while it runs
 	f.Timestamp, f.Headers = ts, nil
 	var err error
-	if n.t.firing && !n.t.buffering {
+	switch {
+	case n.t.firing && !n.t.buffering:
 		err = n.t.fire(n, ts, send)
-	} else {
+	case n.t.curNode != nil:
+		// The erased path brought the record to n, so the task blames
+		// what fails by curNode: the chain is blamed as fire blames it.
+		err = n.t.chain(n, send)
+	default:
 		err = send()
 	}
 	if err == nil {

@@ -254,6 +254,23 @@ func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 	return nil
 }
 
+// chain runs send, a typed chain that ni's output goes to, inside a record
+// that the erased path brought to ni: it blames a failure where the chain
+// was, as fire does, so that the erased nodes that called ni do not take
+// it for their own.
+func (t *Task) chain(ni *nodeInst, send func() error) error {
+	t.frame.At(ni.node, exec.Processing)
+	err := t.runFrom(send)
+	if err == nil {
+		return nil
+	}
+	var ne *nodeError
+	if errors.As(err, &ne) {
+		return err
+	}
+	return &nodeError{node: t.frame.Node, class: t.frame.Class, err: err}
+}
+
 // runFrom runs fn, a forward from a node, turning a panic downstream into an
 // error of the node it happened in: the innermost erased node, or where
 // the typed chain was (no erased node below the forwarding one ran). It
