@@ -123,6 +123,9 @@ func (p *Sliding[K, V, A]) inRange(ts int64) bool {
 }
 
 func (p *Sliding[K, V, A]) Process(r exec.Record) error {
+	if r.Value == exec.Tombstone {
+		return nil // windows ignore deletes, as aggregations do
+	}
 	k, v, ts := r.Key.(K), r.Value.(V), r.Timestamp
 	d := p.cfg.D
 	if !p.inRange(ts) {

@@ -46,12 +46,21 @@ func UpdateTyped[K, V, A any](n *exec.Node) *exec.Typed {
 			if err != nil {
 				return err
 			}
-			f.Headers = hs
-			held, err := u.write(ch, f.Timestamp, f.Headers)
+			held, err := u.write(ch, f.Timestamp, hs)
 			if held || err != nil {
 				return err
 			}
-			return out(k, ch)
+			if len(hs) == len(f.Headers) {
+				return out(k, ch)
+			}
+			// The record's weight is the count's: its change goes on
+			// without it, and the node's siblings get it, as on the
+			// erased path, where each child gets the record as it came.
+			all := f.Headers
+			f.Headers = hs
+			err = out(k, ch)
+			f.Headers = all
+			return err
 		}
 	})
 }
