@@ -323,5 +323,8 @@ func repartition[K, V any](s Stream[K, V], name string, ks serde.Serde[K], vs se
 	sink := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-sink", "SINK"), Kind: exec.KindSink, Topics: []string{topic}, Internal: true, Encode: ops.Encoder(ks, vs)}, s.n)
 	sink.Typed = ops.SinkTyped(sink, ks, vs)
 	src := s.t.add(&exec.Node{Name: s.t.name(name+"-repartition-source", "SOURCE"), Kind: exec.KindSource, Topics: []string{topic}, Internal: true, Decode: ops.TombstoneDecoder(ks, vs)})
+	// Its records start a typed chain, but for deletes (no value), which
+	// the task sends down the erased path.
+	src.Typed = ops.SourceTyped(src, ks, vs)
 	return Stream[K, V]{t: s.t, n: src, through: sink, ks: ks, vs: vs}
 }

@@ -61,6 +61,9 @@ type chainRun struct {
 	out     []string // every record produced, as text
 	actions []string // every failed record: class, node kind, offset
 	direct  bool     // the source's typed chain was linked
+	// linked are the topics whose sources' typed chains were linked
+	// (runPlan).
+	linked map[string]bool
 }
 
 // runChain runs records through sub-topology 0 of chainTopology; erased
@@ -240,18 +243,18 @@ func planOf(t *testing.T, tp *topology.Topology, erased bool, tamper func(*exec.
 // runPlan runs recs through the tasks of partition 0 of p's
 // sub-topologies, each record through the tasks that read its topic,
 // flushing and committing every n records. Processing failures are
-// dead-lettered, production failures (also at a flush, with no input
-// record) skipped.
+// dead-lettered (to "dlq", where a source names none), production
+// failures (also at a flush, with no input record) skipped.
 func runPlan(t *testing.T, p *exec.Plan, recs []*kgo.Record, n int, fold bool) chainRun {
 	t.Helper()
-	var run chainRun
+	run := chainRun{linked: map[string]bool{}}
 	d := &discard{keep: []*kgo.Record{}}
 	deadLetter := func(exec.ErrorContext) exec.Action { return exec.DeadLetter }
 	skip := func(exec.ErrorContext) exec.Action { return exec.Continue }
 	var tasks []*Task
 	for i := range p.Subs {
 		tasks = append(tasks, startTask(t, p, i, Config{
-			AppID: "app", Send: d.send, FoldUpdates: fold,
+			AppID: "app", Send: d.send, FoldUpdates: fold, DeadLetter: "dlq",
 			Errors: map[exec.ErrorClass]exec.ErrorHandler{exec.Processing: deadLetter, exec.Production: skip},
 			OnAction: func(ec exec.ErrorContext, a exec.Action) {
 				kind, _, _ := strings.Cut(ec.Node, "-")
@@ -260,10 +263,11 @@ func runPlan(t *testing.T, p *exec.Plan, recs []*kgo.Record, n int, fold bool) c
 		}))
 	}
 	for _, tk := range tasks {
-		if src := tk.sources["in"]; src != nil && src.direct != nil {
-			run.direct = true
+		for topic, src := range tk.sources {
+			run.linked[topic] = run.linked[topic] || src.direct != nil
 		}
 	}
+	run.direct = run.linked["in"]
 	for i, r := range recs {
 		for _, tk := range tasks {
 			if tk.sources[r.Topic] == nil {

@@ -583,8 +583,14 @@ func (t *Task) Process(r *kgo.Record) error {
 		}
 		return t.advance()
 	}
+	// A repartition topic's record without a value is a delete, which a
+	// chain cannot carry: it takes the erased path.
+	direct := src.direct
+	if r.Value == nil && src.node.Internal {
+		direct = nil
+	}
 	var k, v any
-	if src.direct == nil {
+	if direct == nil {
 		var err error
 		if k, v, err = src.node.Decode(r.Key, r.Value); err != nil {
 			return t.failed(exec.Deserialization, src.node, src.node, r, err)
@@ -611,11 +617,11 @@ func (t *Task) Process(r *kgo.Record) error {
 	prevStreamTime := t.streamTime
 	t.streamTime = max(t.streamTime, ts)
 	t.begin()
-	if src.direct != nil {
+	if direct != nil {
 		t.frame = exec.Frame{Timestamp: ts, Headers: hs, Node: src.node, Class: exec.Deserialization}
-		err = t.run(src, func() error { return src.direct(r.Key, r.Value) })
+		err = t.run(src.node, true, func() error { return direct(r.Key, r.Value) })
 	} else {
-		err = t.run(src, func() error { return src.forward(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}) })
+		err = t.run(src.node, false, func() error { return src.forward(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: hs}) })
 	}
 	if err != nil {
 		t.rollback()
@@ -624,7 +630,7 @@ func (t *Task) Process(r *kgo.Record) error {
 		var ne *nodeError
 		if errors.As(err, &ne) {
 			node, class, err = ne.node, ne.class, ne.err
-		} else if src.direct != nil {
+		} else if direct != nil {
 			node, class = t.frame.Node, t.frame.Class // where the chain was
 		}
 		return t.failed(class, node, src.node, r, err)
@@ -639,21 +645,22 @@ func (t *Task) Process(r *kgo.Record) error {
 	return t.advance()
 }
 
-// run runs a record from the source, turning a panic in user code into an
+// run runs a record from source src, turning a panic in user code into an
 // error of the node it happened in: a processing error, or in a typed
-// chain, an error of the class the chain was at (a serde's panic is a
-// deserialization or production error there).
-func (t *Task) run(src *nodeInst, fn func() error) (err error) {
+// chain (chained: the record took src's), an error of the class the chain
+// was at (a serde's panic is a deserialization or production error there).
+func (t *Task) run(src *exec.Node, chained bool, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			node, class := t.curNode, exec.Processing
-			if node == nil && src.direct != nil {
+			if node == nil && chained {
 				// Erased nodes are innermost when they run: a chain
-				// calls them, they never call a chain.
+				// calls them, and the chains they call (a window's,
+				// Task.chain) recover their own panics.
 				node, class = t.frame.Node, t.frame.Class
 			}
 			if node == nil {
-				node = src.node
+				node = src
 			}
 			err = &nodeError{node: node, class: class, err: fmt.Errorf("panic: %v", p)}
 		}

@@ -1,0 +1,204 @@
+package task
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-streams/sluice/internal/exec"
+	"github.com/sluice-streams/sluice/internal/testkeys"
+	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/topology"
+	"github.com/sluice-streams/sluice/window"
+)
+
+// The repartition topics of repartitionTopology, as the tasks of
+// application "app" read them.
+const (
+	byValueTopic = "app-by-value-repartition"
+	throughTopic = "app-through-repartition"
+)
+
+// repartitionTopology reads two repartition topics, whose sources start
+// typed chains but for deletes:
+//   - "by-value", grouped by key after it: a count whose sink's serde
+//     refuses 30 (so a key's count stays at 29 after it), a sum
+//     whose adder panics at 13 and which refuses a record standing for
+//     several (a count's combined record), and tumbling and sliding
+//     windows closed by the watermarks the topic carries.
+//   - "through" (Repartition): a Filter and a MapValues that pass deletes
+//     on to a sink, as tombstones, and panic at 11.
+func repartitionTopology() *topology.Topology {
+	t := topology.New()
+	s := topology.From(t, "in", serde.String, serde.Int64Text, topology.DeadLetter("dlq"))
+	g := topology.GroupByKey(topology.Repartition(topology.SelectKey(s, func(k string, v int64) string { return strconv.FormatInt(v%5, 10) + k }),
+		"by-value", serde.String, serde.Int64Text))
+	topology.To(topology.ToStream(topology.Count(g, topology.Materialized("counts", serde.String, serde.Int64))),
+		"counts", serde.String, refusing(30, "refused"))
+	sums := topology.Aggregate(g, func() int64 { return 0 }, func(_ string, v, sum int64) int64 {
+		if v == 13 {
+			panic("thirteen")
+		}
+		return sum + v
+	}, topology.Materialized("sums", serde.String, serde.Int64))
+	topology.To(topology.ToStream(sums), "sums", serde.String, serde.Int64Text)
+	ws := topology.CountWindows(topology.WindowedBy(g, window.Tumbling(50*time.Millisecond), topology.EmitFinal()),
+		topology.Materialized("windows", serde.String, serde.Int64))
+	topology.To(topology.ToStream(ws), "windows", topology.WindowedSerde(serde.String), serde.Int64Text)
+	sliding := topology.CountWindows(topology.WindowedBy(g, window.Sliding(30*time.Millisecond), topology.EmitFinal()),
+		topology.Materialized("sliding", serde.String, serde.Int64))
+	topology.To(topology.ToStream(sliding), "sliding", topology.WindowedSerde(serde.String), serde.Int64Text)
+
+	through := topology.Repartition(s, "through", serde.String, serde.Int64Text)
+	kept := topology.Filter(through, func(_ string, v int64) bool { return v%4 != 0 })
+	topology.To(topology.MapValues(kept, func(v int64) int64 {
+		if v == 11 {
+			panic("eleven")
+		}
+		return v * 10
+	}), "through-out", serde.String, serde.Int64Text)
+	return t
+}
+
+// repartitionRecords are repartitionTopology's input: a few records on
+// "in", then what its repartition topics may hold, written as a writer
+// would and worse. Twelve keys of testkeys' lengths and UUIDs; deletes
+// (no value); values that do not decode; records that stand for three
+// (sluice.count); each with its writer's watermark (sluice.wm) and a
+// header of its own; the writer's watermark announcements every 40
+// records.
+func repartitionRecords() []*kgo.Record {
+	all := testkeys.All()
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = all[i*len(all)/len(keys)]
+	}
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, &kgo.Record{
+			Topic: "in", Key: []byte(keys[i%len(keys)]), Value: []byte(strconv.Itoa(i % 17)), Offset: int64(i),
+			Timestamp: time.UnixMilli(int64(5_000 + i)), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strconv.Itoa(i))}},
+		})
+	}
+	wm := func(ms int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(ms)) }
+	for _, topic := range []string{byValueTopic, throughTopic} {
+		for i := range 500 {
+			ts := int64(10_000 + 2*i - (i*7919)%31)
+			r := &kgo.Record{
+				Topic: topic, Key: []byte(keys[(i*7)%len(keys)]), Value: []byte(strconv.Itoa(i % 17)), Offset: int64(i),
+				Timestamp: time.UnixMilli(ts),
+				Headers: []kgo.RecordHeader{
+					{Key: exec.HeaderRecordWatermark, Value: wm(ts - 40)},
+					{Key: "h", Value: []byte(strconv.Itoa(i))},
+				},
+			}
+			switch {
+			case i%40 == 39:
+				r.Key = nil
+				r.Value = append(wm(int64(10_000+2*i-40)), 0)
+				r.Headers = []kgo.RecordHeader{{Key: exec.HeaderWatermark, Value: []byte("0")}}
+			case i%23 == 5:
+				r.Value = nil
+			case i%97 == 50:
+				r.Value = []byte("x")
+			case i%31 == 7:
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: exec.HeaderCount, Value: binary.BigEndian.AppendUint64(nil, 3)})
+			}
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// runRepartition runs repartitionRecords through repartitionTopology
+// (runPlan), committing every nine records; erased and tamper as in
+// runWindowJoin.
+func runRepartition(t *testing.T, erased bool, tamper func(*exec.Plan)) chainRun {
+	t.Helper()
+	return runPlan(t, planOf(t, repartitionTopology(), erased, tamper), repartitionRecords(), 9, false)
+}
+
+// TestTypedRepartitionSourcesMatchTheErasedPath: records of repartition
+// topics that start typed chains produce what the erased path produces,
+// record for record, deletes included (which take the erased path), and
+// blame the same failures on the same nodes with the same classes. A
+// count's weight does not leave the count: the sum beside it refuses a
+// record standing for three. Windows ignore deletes.
+func TestTypedRepartitionSourcesMatchTheErasedPath(t *testing.T) {
+	typed, erased := runRepartition(t, false, nil), runRepartition(t, true, nil)
+	for _, topic := range []string{"in", byValueTopic, throughTopic} {
+		if !typed.linked[topic] || erased.linked[topic] {
+			t.Fatalf("%s linked: %v with the chains, %v without", topic, typed.linked[topic], erased.linked[topic])
+		}
+	}
+	if d := diffRuns(typed, erased); d != "" {
+		t.Fatalf("typed chains and the erased path differ: typed chains %s", d)
+	}
+	topics := perTopic(typed.out)
+	for _, topic := range []string{byValueTopic, throughTopic, "counts", "sums", "windows", "sliding", "through-out", "dlq"} {
+		if topics[topic] == 0 {
+			t.Errorf("nothing reached %s: %v", topic, topics)
+		}
+	}
+	deletes := 0
+	for _, o := range typed.out {
+		if strings.HasPrefix(o, "through-out ") && strings.Contains(o, "=null ") {
+			deletes++
+		}
+	}
+	if deletes == 0 {
+		t.Error("no delete went through the Filter to its sink")
+	}
+	// Deletes reach the windows, which ignore them as aggregations do.
+	for _, a := range typed.actions {
+		if strings.HasPrefix(a, "processing in windows") || strings.HasPrefix(a, "processing in sliding") {
+			t.Errorf("the windows failed: %s", a)
+		}
+	}
+	want := map[string]bool{
+		"deserialization in by": false, "deserialization in through": false,
+		"processing in sums": false, "processing in MAPVALUES": false, "production in SINK": false,
+	}
+	for _, a := range typed.actions {
+		for w := range want {
+			want[w] = want[w] || strings.HasPrefix(a, w)
+		}
+	}
+	for w, seen := range want {
+		if !seen {
+			t.Errorf("failures\n%s\nwant one beginning %q", strings.Join(typed.actions, "\n"), w)
+		}
+	}
+}
+
+// TestTypedRepartitionSourcesNegativeControl: the comparison above catches
+// a repartition source's typed entry that loses records, so it also shows
+// that the records take it.
+func TestTypedRepartitionSourcesNegativeControl(t *testing.T) {
+	for _, prefix := range []string{"by-value-repartition-source", "through-repartition-source"} {
+		t.Run(prefix, func(t *testing.T) {
+			lossy := relink(prefix, func(link linker) linker {
+				return func(f *exec.Frame, proc exec.Processor, next any) any {
+					entry, ok := link(f, proc, next).(func(k, v []byte) error)
+					if !ok {
+						return nil
+					}
+					calls := 0
+					return func(k, v []byte) error {
+						if calls++; calls%5 == 0 {
+							return nil
+						}
+						return entry(k, v)
+					}
+				}
+			})
+			if d := diffRuns(runRepartition(t, false, lossy), runRepartition(t, true, nil)); d == "" {
+				t.Fatal("the comparison saw no difference")
+			}
+		})
+	}
+}
