@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/exec"
-	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/window"
@@ -72,11 +71,7 @@ func repartitionTopology() *topology.Topology {
 // header of its own; the writer's watermark announcements every 40
 // records.
 func repartitionRecords() []*kgo.Record {
-	all := testkeys.All()
-	keys := make([]string, 12)
-	for i := range keys {
-		keys[i] = all[i*len(all)/len(keys)]
-	}
+	keys := spreadKeys(12)
 	var recs []*kgo.Record
 	for i := range 40 {
 		recs = append(recs, &kgo.Record{

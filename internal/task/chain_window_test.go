@@ -212,11 +212,7 @@ func windowChainTopology(extracted bool) *topology.Topology {
 // over testkeys' lengths and UUIDs, out of order by up to 60 ms (so some
 // are late), each with a header, one value that does not decode.
 func windowChainRecords() []*kgo.Record {
-	all := testkeys.All()
-	keys := make([]string, 12)
-	for i := range keys {
-		keys[i] = all[i*len(all)/len(keys)]
-	}
+	keys := spreadKeys(12)
 	var recs []*kgo.Record
 	for i := range 600 {
 		v := strconv.Itoa(i % 17)
@@ -230,6 +226,16 @@ func windowChainRecords() []*kgo.Record {
 		})
 	}
 	return recs
+}
+
+// spreadKeys is n of testkeys' keys, spread over its lengths and UUIDs.
+func spreadKeys(n int) []string {
+	all := testkeys.All()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = all[i*len(all)/n]
+	}
+	return keys
 }
 
 // runWindowChain runs windowChainRecords through windowChainTopology
