@@ -171,8 +171,15 @@ func aggregation[K, V, A any](g GroupedStream[K, V], kind string, m Materializat
 		return Table[K, A]{t: t, n: g.s.n}
 	}
 	s := g.prepare(m.Name(), m.ks)
-	if combine && s.n != g.s.n {
-		s.through.Combine = true // the count's own repartition, read by nothing else
+	own := s.n != g.s.n // the aggregation's own repartition, read by nothing else
+	if combine && own {
+		s.through.Combine = true
+	}
+	if own {
+		// What the topic holds may stand for several records: a
+		// combining count wrote it, before an upgrade if not now.
+		plain := proc
+		proc = func(st ops.KVStore[K, A]) *ops.Update[K, V, A] { return plain(st).Weighed() }
 	}
 	n := t.add(updateNode(m, t.name(m.Name()+"-"+kind, strings.ToUpper(kind)), proc), s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}

@@ -105,9 +105,12 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 		return Table[K, A]{t: t, n: g.s.n}
 	}
 	// A row joining or leaving its group is an update of the group's
-	// aggregate, as a stream's record is.
+	// aggregate, as a stream's record is. It reads its own repartition
+	// topic (GroupTableBy), whose records stand for one each.
 	fn := ops.TableAggregate(init, add, subtract)
-	n := t.add(updateNode(m, t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"), func(st ops.KVStore[K, A]) *ops.Update[K, ops.TableOp[V], A] { return ops.NewUpdate(st, fn) }), g.s.n)
+	n := t.add(updateNode(m, t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"), func(st ops.KVStore[K, A]) *ops.Update[K, ops.TableOp[V], A] {
+		return ops.NewUpdate(st, fn).Weighed()
+	}), g.s.n)
 	return Table[K, A]{t: t, n: n, ks: m.ks, vs: m.vs, mat: m}
 }
 

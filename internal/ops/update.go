@@ -18,6 +18,10 @@ type Update[K, V, A any] struct {
 	// combining sink wrote it). Without it the node is no count, and a
 	// record that stands for more than itself is an error.
 	add func(old A, w int64) A
+	// weighed: the node reads its own repartition topic, where a count's
+	// combining sink writes records standing for several. Elsewhere a
+	// header of exec.HeaderCount's name is the user's, and weighs nothing.
+	weighed bool
 }
 
 // NewUpdate returns the Processor of an aggregation into s: fn computes a
@@ -32,6 +36,14 @@ func NewUpdate[K, V, A any](s KVStore[K, A], fn func(k K, v V, old A, ok bool) A
 // counts for the records it stands for.
 func NewCount[K, V any](s KVStore[K, int64]) *Update[K, V, int64] {
 	return &Update[K, V, int64]{tableWriter: tableWriter[K, int64]{store: s}, add: func(n int64, w int64) int64 { return n + w }}
+}
+
+// Weighed says that p reads its own repartition topic, whose records may
+// stand for several (exec.Weight): a count adds their weight, another
+// aggregation refuses them. It returns p.
+func (p *Update[K, V, A]) Weighed() *Update[K, V, A] {
+	p.weighed = true
+	return p
 }
 
 // UpdateTyped is the exec.Typed of n, a node whose Processor is an
@@ -54,8 +66,8 @@ func UpdateTyped[K, V, A any](n *exec.Node) *exec.Typed {
 				return out(k, ch)
 			}
 			// The record's weight is the count's: its change goes on
-			// without it, and the node's siblings get it, as on the
-			// erased path, where each child gets the record as it came.
+			// without it, and the frame is given back after, as each
+			// child on the erased path gets the record as it came.
 			all := f.Headers
 			f.Headers = hs
 			err = out(k, ch)
@@ -68,12 +80,15 @@ func UpdateTyped[K, V, A any](n *exec.Node) *exec.Typed {
 // update computes the change of k's aggregate that v, a record with
 // headers hs, makes; rest is hs without the record's weight.
 func (p *Update[K, V, A]) update(k K, v V, hs []exec.Header) (ch exec.ChangeOf[A], rest []exec.Header, err error) {
-	w, rest, err := exec.Weight(hs)
-	if err == nil && w != 1 && p.add == nil {
-		err = fmt.Errorf("a record standing for %d records (header %s) reached an aggregation that is not a count", w, exec.HeaderCount)
-	}
-	if err != nil {
-		return ch, nil, err
+	w, rest := int64(1), hs
+	if p.weighed {
+		w, rest, err = exec.Weight(hs)
+		if err == nil && w != 1 && p.add == nil {
+			err = fmt.Errorf("a record standing for %d records (header %s) reached an aggregation that is not a count", w, exec.HeaderCount)
+		}
+		if err != nil {
+			return ch, nil, err
+		}
 	}
 	old, ok, err := p.get(k)
 	if err != nil {

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -195,14 +196,24 @@ func aggTopology() *topology.Topology {
 }
 
 // aggRecords are the input of aggTopology: keys k0–k2 on "in", with a
-// header each, and upserts and deletes on "rows".
+// header each, and upserts and deletes on "rows". Two records on "in" have
+// a header of the name a count's repartition records carry their weight
+// in (exec.HeaderCount), one well formed, one not: from a user's topic, it
+// is the user's, and weighs nothing.
 func aggRecords() []*kgo.Record {
 	var recs []*kgo.Record
 	for i, v := range []string{"1", "2", "5", "13", "x", "7", "21", "30", "8", "4", "6"} {
-		recs = append(recs, &kgo.Record{
+		r := &kgo.Record{
 			Topic: "in", Key: []byte("k" + strconv.Itoa(i%3)), Value: []byte(v), Offset: int64(i),
 			Timestamp: time.UnixMilli(int64(1000 + i)), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(v)}},
-		})
+		}
+		switch i {
+		case 1:
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: exec.HeaderCount, Value: binary.BigEndian.AppendUint64(nil, 5)})
+		case 2:
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: exec.HeaderCount, Value: []byte("abc")})
+		}
+		recs = append(recs, r)
 	}
 	for i, kv := range [][2]string{{"a", "1"}, {"b", "1"}, {"a", ""}, {"b", "2"}, {"c", "1"}, {"c", ""}, {"b", ""}} {
 		r := &kgo.Record{Topic: "rows", Key: []byte(kv[0]), Offset: int64(i), Timestamp: time.UnixMilli(int64(2000 + i))}
