@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -170,18 +171,30 @@ func waitCaughtUp(t *testing.T, addrs []string, plan *exec.Plan, appID string) {
 	user, internal := runtimeSources(plan, appID)
 	all := append(slices.Clone(user), internal...)
 	ctx := context.Background()
-	good := 0
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	caughtUp := func() bool {
+		// The committed offsets must not move while the ends are read:
+		// a commit in between could have consumed the last input and
+		// written to a repartition partition whose end was read before.
+		before, err := adm.FetchOffsets(ctx, appID)
+		if err != nil {
+			return false
+		}
 		ends, err := adm.ListEndOffsets(ctx, all...)
 		if err != nil {
-			continue
+			return false
 		}
 		committed, err := adm.FetchOffsets(ctx, appID)
-		if err != nil {
-			continue
+		if err != nil || !maps.EqualFunc(before.Offsets(), committed.Offsets(), func(a, b map[int32]kadm.Offset) bool {
+			return maps.EqualFunc(a, b, func(x, y kadm.Offset) bool { return x.At == y.At })
+		}) {
+			return false
 		}
 		ok := true
 		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				ok = false // an end not known is no end reached
+				return
+			}
 			want := o.Offset
 			if slices.Contains(internal, o.Topic) {
 				want--
@@ -194,7 +207,11 @@ func waitCaughtUp(t *testing.T, addrs []string, plan *exec.Plan, appID string) {
 				ok = false
 			}
 		})
-		if !ok {
+		return ok
+	}
+	good := 0
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if !caughtUp() {
 			good = 0
 			continue
 		}

@@ -96,6 +96,10 @@ func (r *stateRun) waitConsumed(t *testing.T, user []string, internal []string) 
 				isUser[u] = true
 			}
 			ends.Each(func(o kadm.ListedOffset) {
+				if o.Err != nil {
+					ok = false // an end not known is no end reached
+					return
+				}
 				if o.Offset == 0 {
 					return
 				}

@@ -155,6 +155,10 @@ func committedAll(ctx context.Context, adm *kadm.Client, appID string, inputs ma
 	}
 	ok := true
 	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			ok = false // an end not known is no end reached
+			return
+		}
 		if o.Offset == 0 {
 			return
 		}
