@@ -106,7 +106,8 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], init func() A, add, subtr
 	}
 	// A row joining or leaving its group is an update of the group's
 	// aggregate, as a stream's record is. It reads its own repartition
-	// topic (GroupTableBy), whose records stand for one each.
+	// topic (GroupTableBy), whose records stand for one each: Weighed
+	// refuses one that stands for several.
 	fn := ops.TableAggregate(init, add, subtract)
 	n := t.add(updateNode(m, t.name(m.Name()+"-table-aggregate", "TABLE-AGGREGATE"), func(st ops.KVStore[K, A]) *ops.Update[K, ops.TableOp[V], A] {
 		return ops.NewUpdate(st, fn).Weighed()
