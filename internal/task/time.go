@@ -228,18 +228,15 @@ func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 	t.begin()
 	// What ni forwards may go through a typed chain (a folding node's),
 	// whose errors name their node only in the frame.
-	t.frame.At(ni.node, exec.Processing)
-	err := t.runFrom(fn)
+	err := t.chain(ni, fn)
 	if err == nil {
 		t.release()
 		return nil
 	}
 	t.rollback()
-	node, class := t.frame.Node, t.frame.Class
 	var ne *nodeError
-	if errors.As(err, &ne) {
-		node, class, err = ne.node, ne.class, ne.err
-	}
+	errors.As(err, &ne) // chain blames every error on a node
+	node, class, err := ne.node, ne.class, ne.err
 	ec := exec.ErrorContext{Class: class, Node: node.Name, Timestamp: ts, Err: err}
 	if c := t.cur; c.ok {
 		ec.Topic, ec.Partition, ec.Offset = c.topic, c.partition, c.offset
@@ -254,10 +251,12 @@ func (t *Task) fire(ni *nodeInst, ts int64, fn func() error) error {
 	return nil
 }
 
-// chain runs send, a typed chain that ni's output goes to, inside a record
-// that the erased path brought to ni: it blames a failure where the chain
-// was, as fire does, so that the erased nodes that called ni do not take
-// it for their own.
+// chain runs send, what ni forwards, and returns its error blamed on the
+// node it arose in (a *nodeError): where a typed chain was, or the
+// innermost erased node. fire runs each of a listener's results so; a
+// window the erased path brought a record to sends its results so
+// (ForwardTyped), so that the erased nodes that called it do not take a
+// failure after it for their own.
 func (t *Task) chain(ni *nodeInst, send func() error) error {
 	t.frame.At(ni.node, exec.Processing)
 	err := t.runFrom(send)
