@@ -180,8 +180,9 @@ func (m *member) openTask(ctx context.Context, id task.ID, gen int32) error {
 		Errors: m.a.cfg.errors, DeadLetter: m.a.deadLetterTopic(), MaxRecordBytes: m.a.cfg.maxRecordBytes,
 		InternalPartitions: m.a.internalPartitions, IdleTimeout: m.a.cfg.idleTimeout, FoldUpdates: m.a.cfg.foldUpdates,
 		Pebble: m.a.mem.pebble, ReadCache: m.a.mem.readCache,
-		OnLate:  func() { m.a.stats.Late.Add(1) },
-		Globals: m.a.globals,
+		OnLate:          func() { m.a.stats.Late.Add(1) },
+		OnIgnoredDelete: func() { m.a.stats.IgnoredDeletes.Add(1) },
+		Globals:         m.a.globals,
 		OnAction: func(ec exec.ErrorContext, act exec.Action) {
 			m.a.stats.addFailure(FailureKey{topology.ErrorClass(ec.Class), topology.Action(act)})
 			m.a.log.Warn("record failed", "class", string(ec.Class), "action", act.String(), "node", ec.Node,

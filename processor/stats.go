@@ -25,8 +25,14 @@ type Stats struct {
 	// Late counts records that arrived after every window they belong to
 	// had closed. A record counts each time it is processed, so one in an
 	// aborted transaction may count twice.
-	Late  atomic.Int64
-	Tasks atomic.Int64 // tasks currently owned
+	Late atomic.Int64
+	// IgnoredDeletes counts the deletes (records without a value) that
+	// an aggregation, a window or a join ignored, having no value to add
+	// or join: what Kafka Streams counts as dropped records, late ones
+	// aside. A delete reaches them from a table turned into a stream or
+	// through a repartition topic. It counts each time it is processed.
+	IgnoredDeletes atomic.Int64
+	Tasks          atomic.Int64 // tasks currently owned
 	// Produced counts the records the instance produced: outputs,
 	// repartition, changelog and dead-letter records, committed or not.
 	Produced atomic.Int64

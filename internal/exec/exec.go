@@ -124,6 +124,10 @@ type Context interface {
 	Children() []string
 	// CountLate counts a record that arrived after its windows closed.
 	CountLate()
+	// CountIgnoredDelete counts a delete (a record without a value) that
+	// the node ignores, having no value to add or join: an aggregation's,
+	// a window's or a join's (Kafka Streams' dropped records).
+	CountIgnoredDelete()
 	// Global returns the named global table: the raw key and value bytes
 	// of its topic, replicated to every instance and kept current.
 	Global(name string) store.Engine

@@ -45,6 +45,7 @@ func (p *GlobalJoin[K, V, GK, GV, VR]) Init(ctx exec.Context) error {
 
 func (p *GlobalJoin[K, V, GK, GV, VR]) Process(r exec.Record) error {
 	if r.Value == exec.Tombstone {
+		p.ctx.CountIgnoredDelete() // a delete joins nothing
 		return nil
 	}
 	k, v := r.Key.(K), r.Value.(V)

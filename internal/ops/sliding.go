@@ -124,7 +124,8 @@ func (p *Sliding[K, V, A]) inRange(ts int64) bool {
 
 func (p *Sliding[K, V, A]) Process(r exec.Record) error {
 	if r.Value == exec.Tombstone {
-		return nil // windows ignore deletes, as aggregations do
+		p.ctx.CountIgnoredDelete() // windows ignore deletes, as aggregations do
+		return nil
 	}
 	k, v, ts := r.Key.(K), r.Value.(V), r.Timestamp
 	d := p.cfg.D

@@ -130,7 +130,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) Close() error { return nil }
 
 func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	if r.Value == exec.Tombstone {
-		return nil // a delete has no value to join
+		p.ctx.CountIgnoredDelete() // a delete has no value to join
+		return nil
 	}
 	ts := r.Timestamp
 	if ts+p.cfg.LateAfter <= p.ctx.Watermark() {

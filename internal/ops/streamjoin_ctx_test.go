@@ -87,6 +87,7 @@ func (c *joinCtx) Schedule(time.Duration, exec.PunctuationType, func(int64) erro
 func (c *joinCtx) Watermark() int64                { return c.wm }
 func (c *joinCtx) Children() []string              { return c.children }
 func (c *joinCtx) CountLate()                      { c.late++ }
+func (c *joinCtx) CountIgnoredDelete()             {}
 func (c *joinCtx) Global(name string) store.Engine { return c.globals[name] }
 func (c *joinCtx) WallClock() int64                { return 0 }
 func (c *joinCtx) Folding() bool                   { return false }

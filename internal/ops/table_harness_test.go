@@ -19,6 +19,8 @@ type tableCtx struct {
 	stores map[string]*store.Staged
 	fold   bool
 	out    []exec.Record
+	// ignored counts the deletes the runtime ignored.
+	ignored int
 }
 
 // newTableCtx opens a Pebble-backed staged store for each name.
@@ -44,7 +46,8 @@ func (c *tableCtx) Store(name string) *store.Staged {
 	}
 	return s
 }
-func (c *tableCtx) Folding() bool { return c.fold }
+func (c *tableCtx) Folding() bool       { return c.fold }
+func (c *tableCtx) CountIgnoredDelete() { c.ignored++ }
 
 // take returns what was forwarded since the last take, one line each.
 func (c *tableCtx) take() []string {

@@ -27,8 +27,12 @@ func (p *StreamTableJoin[K, V, VT, VR]) Init(ctx exec.Context) error {
 }
 
 func (p *StreamTableJoin[K, V, VT, VR]) Process(r exec.Record) error {
-	if _, fromTable := r.Value.(exec.Change); fromTable || r.Value == exec.Tombstone {
-		return nil // table updates trigger nothing; a stream delete joins nothing
+	if _, fromTable := r.Value.(exec.Change); fromTable {
+		return nil // table updates trigger nothing
+	}
+	if r.Value == exec.Tombstone {
+		p.ctx.CountIgnoredDelete() // a stream's delete joins nothing
+		return nil
 	}
 	out, keep, err := p.joinOne(r.Key.(K), r.Value.(V))
 	if !keep || err != nil {

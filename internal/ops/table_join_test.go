@@ -55,6 +55,9 @@ func TestStreamTableJoinEveryKeyLength(t *testing.T) {
 			if got := c.take(); !slices.Equal(got, want) {
 				t.Fatalf("joined %d, want %d:\n%s\nwant\n%s", len(got), len(want), sorted(got), sorted(want))
 			}
+			if c.ignored != len(keys) {
+				t.Errorf("%d deletes counted as ignored, want %d (the table's changes are not deletes)", c.ignored, len(keys))
+			}
 		})
 	}
 }

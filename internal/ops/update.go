@@ -105,7 +105,8 @@ func (p *Update[K, V, A]) update(k K, v V, hs []exec.Header) (ch exec.ChangeOf[A
 
 func (p *Update[K, V, A]) Process(r exec.Record) error {
 	if r.Value == exec.Tombstone {
-		return nil // aggregations ignore deletes, as Kafka Streams' ignore nulls
+		p.ctx.CountIgnoredDelete() // aggregations ignore deletes, as Kafka Streams' ignore nulls
+		return nil
 	}
 	k := r.Key.(K)
 	ch, hs, err := p.update(k, r.Value.(V), r.Headers)

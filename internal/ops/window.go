@@ -239,7 +239,8 @@ func (p *Window[K, V, A]) closeAt(b window.Bounds) int64 {
 
 func (p *Window[K, V, A]) Process(r exec.Record) error {
 	if r.Value == exec.Tombstone {
-		return nil // windows ignore deletes, as aggregations do
+		p.ctx.CountIgnoredDelete() // windows ignore deletes, as aggregations do
+		return nil
 	}
 	return p.process(r.Key.(K), r.Value.(V), r.Timestamp, r.Headers)
 }

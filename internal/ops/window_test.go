@@ -56,6 +56,7 @@ func (c *windowTestCtx) Schedule(time.Duration, exec.PunctuationType, func(int64
 func (c *windowTestCtx) Watermark() int64           { return c.wm }
 func (c *windowTestCtx) Children() []string         { return []string{"late", "out"} }
 func (c *windowTestCtx) CountLate()                 { c.lateCount++ }
+func (c *windowTestCtx) CountIgnoredDelete()        {}
 func (c *windowTestCtx) Global(string) store.Engine { return nil }
 func (c *windowTestCtx) WallClock() int64           { return c.now }
 func (c *windowTestCtx) Folding() bool              { return false }

@@ -100,6 +100,7 @@ type Task struct {
 	processed            int64
 	out                  int64 // records its sinks produced
 	late                 int64
+	ignoredDeletes       int64
 
 	// folders are the nodes whose table updates the task folds until its
 	// flush, in topological order (fold.go).
@@ -261,6 +262,9 @@ type Config struct {
 	// OnLate, if set, is told of every record that arrived after its
 	// windows closed (for metrics).
 	OnLate func()
+	// OnIgnoredDelete, if set, is told of every delete a node ignored
+	// (exec.Context.CountIgnoredDelete; for metrics).
+	OnIgnoredDelete func()
 	// FoldUpdates folds the updates of cached tables (exec.Node.FoldStore)
 	// until the flush: one update per key and commit goes downstream
 	// (fold.go). Ignored where the plan uses event time.
@@ -1028,6 +1032,13 @@ func (n *nodeInst) CountLate() {
 	}
 }
 
+func (n *nodeInst) CountIgnoredDelete() {
+	n.t.ignoredDeletes++
+	if n.t.cfg.OnIgnoredDelete != nil {
+		n.t.cfg.OnIgnoredDelete()
+	}
+}
+
 // Watermark is the watermark the current record is judged against, or the
 // task's watermark inside a listener.
 func (n *nodeInst) Watermark() int64 { return n.t.recWM }
@@ -1107,6 +1118,10 @@ func (t *Task) Out() int64 { return t.out }
 
 // Late counts the records that arrived after their windows closed.
 func (t *Task) Late() int64 { return t.late }
+
+// IgnoredDeletes counts the deletes its nodes ignored
+// (exec.Context.CountIgnoredDelete).
+func (t *Task) IgnoredDeletes() int64 { return t.ignoredDeletes }
 
 // StageBytes estimates the memory the task's stages hold (store.Staged's
 // Bytes): what the instance's memory budget counts, to end the transaction

@@ -11,9 +11,9 @@ import (
 type Collector struct {
 	app *processor.App
 
-	processed, commits, aborts, restored, tasks, failed, late *prometheus.Desc
-	produced, rebalances, loop                                *prometheus.Desc
-	processLatency, commitLatency, e2eLatency                 *prometheus.Desc
+	processed, commits, aborts, restored, tasks, failed, late, ignored *prometheus.Desc
+	produced, rebalances, loop                                         *prometheus.Desc
+	processLatency, commitLatency, e2eLatency                          *prometheus.Desc
 
 	taskState, taskIn, taskOut, taskRestored, taskRemaining, lag *prometheus.Desc
 	storeBytes, storeMemory, storeGets, storeHits                *prometheus.Desc
@@ -33,6 +33,7 @@ func NewCollector(app *processor.App) *Collector {
 		restored:   d("restored_records_total", "Changelog records replayed into local stores."),
 		tasks:      d("tasks", "Tasks owned by this instance."),
 		late:       d("late_records_total", "Records that arrived after every window they belong to had closed (routed to LateRecords, or dropped)."),
+		ignored:    d("ignored_deletes_total", "Deletes (records without a value) that an aggregation, a window or a join ignored, having no value to add or join: Kafka Streams' dropped records, late ones aside."),
 		failed:     d("records_failed_total", "Records that failed, by error class (deserialization, processing, production) and the action taken (fail, continue, dead-letter).", "class", "action"),
 		produced:   d("records_produced_total", "Records produced: outputs, repartition, changelog and dead-letter records, committed or not."),
 		rebalances: d("rebalances_total", "Partition assignments received from the group."),
@@ -59,7 +60,7 @@ func NewCollector(app *processor.App) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
-		c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late, c.produced, c.rebalances, c.loop,
+		c.processed, c.commits, c.aborts, c.restored, c.tasks, c.failed, c.late, c.ignored, c.produced, c.rebalances, c.loop,
 		c.processLatency, c.commitLatency, c.e2eLatency,
 		c.taskState, c.taskIn, c.taskOut, c.taskRestored, c.taskRemaining, c.lag, c.storeBytes, c.storeMemory, c.storeGets, c.storeHits,
 	} {
@@ -81,6 +82,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.restored, s.Restored.Load())
 	gauge(c.tasks, s.Tasks.Load())
 	counter(c.late, s.Late.Load())
+	counter(c.ignored, s.IgnoredDeletes.Load())
 	counter(c.produced, s.Produced.Load())
 	counter(c.rebalances, s.Rebalances.Load())
 	for phase, d := range s.LoopTime() {

@@ -22,6 +22,7 @@ func TestCollectorServesMetrics(t *testing.T) {
 	}
 	app.Stats().Commits.Add(3)
 	app.Stats().Late.Add(2)
+	app.Stats().IgnoredDeletes.Add(5)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(sluiceprom.NewCollector(app))
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -33,6 +34,7 @@ func TestCollectorServesMetrics(t *testing.T) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{"sluice_commits_total 3", "sluice_records_processed_total 0", "sluice_tasks 0", "sluice_late_records_total 2",
+		"sluice_ignored_deletes_total 5",
 		`sluice_loop_seconds_total{phase="poll"} 0`, `sluice_loop_seconds_total{phase="process"} 0`, `sluice_loop_seconds_total{phase="flush"} 0`,
 		`sluice_loop_seconds_total{phase="end"} 0`, `sluice_loop_seconds_total{phase="apply"} 0`} {
 		if !strings.Contains(string(body), want) {

@@ -197,6 +197,7 @@ func TestStatsServed(t *testing.T) {
 	}
 	app.Stats().Processed.Add(42)
 	app.Stats().Combined.Add(7)
+	app.Stats().IgnoredDeletes.Add(3)
 	s := newSampler(app.Stats())
 	rec := httptest.NewRecorder()
 	s.serveStats(rec, httptest.NewRequest(http.MethodGet, "/stats", nil))
@@ -206,6 +207,10 @@ func TestStatsServed(t *testing.T) {
 	}
 	if a.Totals.Processed != 42 || a.Totals.Combined != 7 || a.IntervalMS != 1000 || a.WindowMS != 600_000 || a.Points == nil {
 		t.Errorf("/stats: %s", rec.Body.Bytes())
+	}
+	var raw struct{ Totals map[string]int64 }
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil || raw.Totals["ignored_deletes"] != 3 { // README's name
+		t.Errorf("/stats totals lack ignored_deletes 3 (%v): %s", err, rec.Body.Bytes())
 	}
 	s.mu.Lock()
 	running := s.mu.running

@@ -24,7 +24,7 @@ const (
 type sample struct {
 	at                                   time.Time
 	processed, produced, commits, aborts int64
-	restored, late, combined             int64
+	restored, late, combined, ignored    int64
 	tasks                                int64
 	e2eCount                             uint64
 	e2eSum                               float64  // seconds
@@ -65,6 +65,9 @@ type statsTotals struct {
 	// Combined is the records a count's combining sinks kept from its
 	// repartition topic (processor.Stats.Combined).
 	Combined int64 `json:"combined"`
+	// IgnoredDeletes is the deletes aggregations, windows and joins
+	// ignored (processor.Stats.IgnoredDeletes).
+	IgnoredDeletes int64 `json:"ignored_deletes"`
 }
 
 // statsAnswer is the JSON of GET /stats.
@@ -101,7 +104,8 @@ func (s *sampler) read() sample {
 		at: s.now(), processed: st.Processed.Load(), produced: st.Produced.Load(),
 		commits: st.Commits.Load(), aborts: st.Aborts.Load(), restored: st.Restored.Load(),
 		late: st.Late.Load(), tasks: st.Tasks.Load(), combined: st.Combined.Load(),
-		loop: st.LoopTime(),
+		ignored: st.IgnoredDeletes.Load(),
+		loop:    st.LoopTime(),
 	}
 	if st.EndToEndLatency != nil {
 		h := st.EndToEndLatency.Snapshot()
@@ -183,6 +187,7 @@ func (s *sampler) answer() statsAnswer {
 		Totals: statsTotals{
 			Processed: cur.processed, Produced: cur.produced, Commits: cur.commits, Aborts: cur.aborts,
 			Restored: cur.restored, Late: cur.late, Tasks: cur.tasks, Combined: cur.combined,
+			IgnoredDeletes: cur.ignored,
 		},
 		Points: make([]statsPoint, 0, len(ring)),
 	}
