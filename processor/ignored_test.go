@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,14 +17,17 @@ import (
 
 // TestIgnoredDeletesAreCounted turns a table into a stream whose deletes
 // reach each node that ignores them: a count, tumbling and sliding windows,
-// a stream–stream join, a join with a table and one with a global table.
-// Each of them counts each delete once in the instance's IgnoredDeletes
-// (sluice_ignored_deletes_total), and the count goes on past them.
+// a stream–stream join, a join with a table and one with a global table,
+// and the operators that change the key (Map, FlatMap, SelectKey). Each of
+// them counts each delete once in the instance's IgnoredDeletes
+// (sluice_ignored_deletes_total), and the count goes on past them. A
+// MapValues passes them on, uncounted.
 func TestIgnoredDeletesAreCounted(t *testing.T) {
 	addrs := testBrokers(t)
 	ctx := context.Background()
 	in, other, lookup, global := uniq(t, "ign-in"), uniq(t, "ign-other"), uniq(t, "ign-lookup"), uniq(t, "ign-global")
-	outs := []string{uniq(t, "ign-count"), uniq(t, "ign-tumbling"), uniq(t, "ign-sliding"), uniq(t, "ign-join"), uniq(t, "ign-table"), uniq(t, "ign-global-out")}
+	outs := []string{uniq(t, "ign-count"), uniq(t, "ign-tumbling"), uniq(t, "ign-sliding"), uniq(t, "ign-join"), uniq(t, "ign-table"), uniq(t, "ign-global-out"),
+		uniq(t, "ign-map"), uniq(t, "ign-flatmap"), uniq(t, "ign-selectkey"), uniq(t, "ign-mapvalues")}
 	cl := setup(t, addrs, 1, append([]string{in, other, lookup, global}, outs...)...)
 
 	tp := topology.New()
@@ -43,6 +47,12 @@ func TestIgnoredDeletesAreCounted(t *testing.T) {
 		outs[4], serde.String, serde.String)
 	g := topology.GlobalTableFrom(tp, global, topology.Materialized("global", serde.String, serde.String))
 	topology.To(topology.JoinGlobal(s, g, func(k, _ string) string { return k }, both), outs[5], serde.String, serde.String)
+	topology.To(topology.Map(s, func(k, v string) (string, string) { return v, k }), outs[6], serde.String, serde.String)
+	topology.To(topology.FlatMap(s, func(k, v string) []topology.KeyValue[string, string] {
+		return []topology.KeyValue[string, string]{{Key: v, Value: k}}
+	}), outs[7], serde.String, serde.String)
+	topology.To(topology.SelectKey(s, func(_, v string) string { return v }), outs[8], serde.String, serde.String)
+	topology.To(topology.MapValues(s, func(v string) string { return v + "!" }), outs[9], serde.String, serde.String)
 
 	// Two deletes among five records; then a record after them, which
 	// the count must still take.
@@ -70,8 +80,15 @@ func TestIgnoredDeletesAreCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := app.Stats()
-	if n, aborts := st.IgnoredDeletes.Load(), st.Aborts.Load(); n != 2*6 {
-		t.Errorf("IgnoredDeletes = %d, want 12: each of the 2 deletes by each of the 6 nodes (%d transactions aborted)", n, aborts)
+	if n, aborts := st.IgnoredDeletes.Load(), st.Aborts.Load(); n != 2*9 {
+		t.Errorf("IgnoredDeletes = %d, want 18: each of the 2 deletes by each of the 9 nodes (%d transactions aborted)", n, aborts)
+	}
+	passed, err := readback.ReadCommitted(ctx, addrs, outs[9])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deletes := slices.DeleteFunc(passed, func(r *kgo.Record) bool { return r.Value != nil }); len(deletes) != 2 {
+		t.Errorf("MapValues passed %d deletes on, want 2", len(deletes))
 	}
 	counts, err := readback.ReadCommitted(ctx, addrs, outs[0])
 	if err != nil {

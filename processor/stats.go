@@ -28,9 +28,11 @@ type Stats struct {
 	Late atomic.Int64
 	// IgnoredDeletes counts the deletes (records without a value) that
 	// an aggregation, a window or a join ignored, having no value to add
-	// or join: what Kafka Streams counts as dropped records, late ones
-	// aside. A delete reaches them from a table turned into a stream or
-	// through a repartition topic. It counts each time it is processed.
+	// or join, or that an operator changing the key (Map, FlatMap,
+	// SelectKey) ignored, having no value to give its function: what
+	// Kafka Streams counts as dropped records, late ones aside. A delete
+	// reaches them from a table turned into a stream or through a
+	// repartition topic. It counts each time it is processed.
 	IgnoredDeletes atomic.Int64
 	Tasks          atomic.Int64 // tasks currently owned
 	// Produced counts the records the instance produced: outputs,

@@ -125,8 +125,9 @@ type Context interface {
 	// CountLate counts a record that arrived after its windows closed.
 	CountLate()
 	// CountIgnoredDelete counts a delete (a record without a value) that
-	// the node ignores, having no value to add or join: an aggregation's,
-	// a window's or a join's (Kafka Streams' dropped records).
+	// the node ignores, having no value to add or join, or no value to
+	// give a function that would change its key: an aggregation's, a
+	// window's, a join's, or a Map's (Kafka Streams' dropped records).
 	CountIgnoredDelete()
 	// Global returns the named global table: the raw key and value bytes
 	// of its topic, replicated to every instance and kept current.

@@ -82,13 +82,14 @@ func (s Stateless[K, V, K2, V2]) Typed(n *exec.Node) *exec.Typed {
 
 // Guard keeps tombstones (a table's deletes) from fn, which has no value to
 // give the user's function: an operator that keeps the key passes them on,
-// one that changes it (rekeys) drops them.
+// one that changes it (rekeys) ignores them, and counts them.
 func Guard(rekeys bool, fn func(exec.Context, exec.Record) error) func(exec.Context, exec.Record) error {
 	return func(c exec.Context, r exec.Record) error {
 		if r.Value != exec.Tombstone {
 			return fn(c, r)
 		}
 		if rekeys {
+			c.CountIgnoredDelete()
 			return nil
 		}
 		return c.Forward(r)

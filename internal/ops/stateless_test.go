@@ -15,9 +15,12 @@ import (
 // is nil (a body calling it panics the test). fail makes Forward fail.
 type fwdCtx struct {
 	exec.Context
-	out  []string
-	fail error
+	out     []string
+	fail    error
+	ignored int // deletes counted as ignored
 }
+
+func (c *fwdCtx) CountIgnoredDelete() { c.ignored++ }
 
 func (c *fwdCtx) Forward(r exec.Record) error { return c.ForwardTo("*", r) }
 func (c *fwdCtx) ForwardTo(child string, r exec.Record) error {
@@ -220,11 +223,15 @@ func TestStatelessTombstones(t *testing.T) {
 				t.Fatalf("%s: %v", name, err)
 			}
 			var want []string
+			wantIgnored := 1 // an operator that rekeys ignores it, and counts it
 			if op.passes {
-				want = []string{fmt.Sprintf("* %q=<tombstone> @7", k)}
+				want, wantIgnored = []string{fmt.Sprintf("* %q=<tombstone> @7", k)}, 0
 			}
 			if !reflect.DeepEqual(c.out, want) {
 				t.Fatalf("%s forwarded %q for a tombstone of %q, want %q", name, c.out, k, want)
+			}
+			if c.ignored != wantIgnored {
+				t.Fatalf("%s counted %d ignored deletes for a tombstone of %q, want %d", name, c.ignored, k, wantIgnored)
 			}
 		}
 	}

@@ -33,7 +33,7 @@ func NewCollector(app *processor.App) *Collector {
 		restored:   d("restored_records_total", "Changelog records replayed into local stores."),
 		tasks:      d("tasks", "Tasks owned by this instance."),
 		late:       d("late_records_total", "Records that arrived after every window they belong to had closed (routed to LateRecords, or dropped)."),
-		ignored:    d("ignored_deletes_total", "Deletes (records without a value) that an aggregation, a window or a join ignored, having no value to add or join: Kafka Streams' dropped records, late ones aside."),
+		ignored:    d("ignored_deletes_total", "Deletes (records without a value) that an aggregation, a window, a join or an operator that changes the key ignored, having no value to add, join or map: Kafka Streams' dropped records, late ones aside."),
 		failed:     d("records_failed_total", "Records that failed, by error class (deserialization, processing, production) and the action taken (fail, continue, dead-letter).", "class", "action"),
 		produced:   d("records_produced_total", "Records produced: outputs, repartition, changelog and dead-letter records, committed or not."),
 		rebalances: d("rebalances_total", "Partition assignments received from the group."),

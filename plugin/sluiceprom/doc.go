@@ -12,7 +12,7 @@
 //	records_produced_total                 records produced: outputs, repartition, changelog, dead-letter
 //	records_failed_total{class,action}     records that failed to decode, process or produce, by the action taken
 //	late_records_total                     records that arrived after all their windows closed
-//	ignored_deletes_total                  deletes an aggregation, a window or a join ignored (no value to add or join)
+//	ignored_deletes_total                  deletes an aggregation, a window, a join or a rekeying operator ignored
 //	commits_total                          transactions (or offset commits) that succeeded
 //	aborts_total{cause}                    transactions aborted: rebalance, produce, flush, commit, processing, shutdown
 //	rebalances_total                       partition assignments received
