@@ -100,7 +100,6 @@ type Task struct {
 	processed            int64
 	out                  int64 // records its sinks produced
 	late                 int64
-	ignoredDeletes       int64
 
 	// folders are the nodes whose table updates the task folds until its
 	// flush, in topological order (fold.go).
@@ -1033,7 +1032,6 @@ func (n *nodeInst) CountLate() {
 }
 
 func (n *nodeInst) CountIgnoredDelete() {
-	n.t.ignoredDeletes++
 	if n.t.cfg.OnIgnoredDelete != nil {
 		n.t.cfg.OnIgnoredDelete()
 	}
@@ -1118,10 +1116,6 @@ func (t *Task) Out() int64 { return t.out }
 
 // Late counts the records that arrived after their windows closed.
 func (t *Task) Late() int64 { return t.late }
-
-// IgnoredDeletes counts the deletes its nodes ignored
-// (exec.Context.CountIgnoredDelete).
-func (t *Task) IgnoredDeletes() int64 { return t.ignoredDeletes }
 
 // StageBytes estimates the memory the task's stages hold (store.Staged's
 // Bytes): what the instance's memory budget counts, to end the transaction
