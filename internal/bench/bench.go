@@ -341,25 +341,25 @@ func measure(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Res
 	return res, nil
 }
 
-// cpuTime is the CPU time the process has used, user and system.
-func cpuTime() time.Duration {
+// usage is the process's resource usage; all zero where it cannot be read.
+func usage() syscall.Rusage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return syscall.Rusage{}
 	}
+	return ru
+}
+
+// cpuTime is the CPU time the process has used, user and system.
+func cpuTime() time.Duration {
+	ru := usage()
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // minorFaults is the count of minor page faults the process has taken:
 // first touches of memory, each of which costs far more than the write
 // that takes it on some virtual machines (11 µs on this project's).
-func minorFaults() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Minflt
-}
+func minorFaults() int64 { return usage().Minflt }
 
 // peakRSS reads VmHWM from /proc/self/status; 0 where there is none.
 func peakRSS() int64 {
