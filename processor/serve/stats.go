@@ -65,8 +65,8 @@ type statsTotals struct {
 	// Combined is the records a count's combining sinks kept from its
 	// repartition topic (processor.Stats.Combined).
 	Combined int64 `json:"combined"`
-	// IgnoredDeletes is the deletes aggregations, windows and joins
-	// ignored (processor.Stats.IgnoredDeletes).
+	// IgnoredDeletes is the deletes that nodes with no value to add, join
+	// or map ignored (processor.Stats.IgnoredDeletes).
 	IgnoredDeletes int64 `json:"ignored_deletes"`
 }
 
