@@ -64,6 +64,7 @@ import (
 type Staged struct {
 	name      string
 	engine    Engine
+	direct    Direct // the engine, if it is one: nothing is staged (direct.go)
 	cache     bool
 	changelog func(key, value []byte)
 	rangeLog  func(start, end []byte)
@@ -252,6 +253,7 @@ func NewStaged(name string, e Engine, opts ...StagedOption) *Staged {
 	for _, o := range opts {
 		o.apply(s)
 	}
+	s.direct, _ = e.(Direct)
 	return s
 }
 
@@ -305,6 +307,9 @@ const (
 
 func (s *Staged) get(key []byte, mode keep) ([]byte, bool, error) {
 	s.stats.Gets++
+	if s.direct != nil {
+		return s.direct.Get(key)
+	}
 	if i, ok := s.lookup(key); ok {
 		s.stats.StageHits++
 		v := s.entries[i].value
@@ -402,6 +407,9 @@ func (s *Staged) Put(key, value []byte) error {
 	if value == nil {
 		return s.Delete(key)
 	}
+	if s.direct != nil {
+		return s.directPut(key, value)
+	}
 	s.stats.Puts++
 	s.stage(key, value, false, false)
 	return nil
@@ -420,6 +428,9 @@ func (s *Staged) PutNew(key, value []byte) error {
 	if value == nil {
 		return s.Delete(key)
 	}
+	if s.direct != nil {
+		return s.directPut(key, value)
+	}
 	s.stats.Puts++
 	s.stage(key, value, true, false)
 	return nil
@@ -427,6 +438,9 @@ func (s *Staged) PutNew(key, value []byte) error {
 
 // Delete stages a delete of key.
 func (s *Staged) Delete(key []byte) error {
+	if s.direct != nil {
+		return s.directDelete(key)
+	}
 	s.stats.Deletes++
 	s.stage(key, nil, false, false)
 	return nil
@@ -449,6 +463,9 @@ func (s *Staged) DropRange(start, end []byte) error {
 	}
 	if bytes.Compare(start, end) >= 0 {
 		return nil
+	}
+	if s.direct != nil {
+		return s.directDropRange(start, end)
 	}
 	if _, ok, err := s.Peek(start); err != nil || ok {
 		if err == nil {
@@ -550,6 +567,10 @@ func (s *Staged) engineRange(start, end []byte, fn func(key, value []byte) error
 // answer depends on the changelog alone, as the records the changelog
 // gets do: not on where the transactions ended.
 func (s *Staged) Logged(start, end []byte) (bool, error) {
+	if s.direct != nil { // the changelog heard of every key at its write
+		_, _, ok, err := s.directFirst(start, end)
+		return ok, err
+	}
 	logged := false
 	err := s.Range(start, end, func(k, _ []byte) error {
 		if i, ok := s.lookup(k); ok && s.entries[i].absent {
@@ -631,6 +652,9 @@ func (s *Staged) stage(key, value []byte, absent, covered bool) int {
 // an entry, which GetForUpdate would have made, is read from the engine
 // first.
 func (s *Staged) PutHeld(key, value []byte, ts int64, meta any) error {
+	if s.direct != nil {
+		return fmt.Errorf("store: %s: updates held for the flush need a stage, and the store's engine has none", s.name)
+	}
 	i, ok := s.lookup(key)
 	if !ok {
 		if _, _, err := s.GetForUpdate(key); err != nil {
@@ -725,6 +749,9 @@ func (s *Staged) emit(e *stagedEntry) {
 // The slices passed to fn are valid only during the call and must not be
 // modified. fn must not write to this Staged.
 func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) error {
+	if s.direct != nil {
+		return s.direct.Range(start, end, fn)
+	}
 	var staged []int
 	s.orderedIn(start, end, func(i int) bool {
 		// Deletes of keys the engine lacks (absent) hide nothing, and
@@ -779,6 +806,9 @@ func (s *Staged) Range(start, end []byte, fn func(key, value []byte) error) erro
 // of the engine (more only past staged deletes). The slices must not be
 // modified.
 func (s *Staged) First(start, end []byte) (key, value []byte, ok bool, err error) {
+	if s.direct != nil {
+		return s.directFirst(start, end)
+	}
 	var staged *stagedEntry
 	s.orderedIn(start, end, func(i int) bool {
 		if e := &s.entries[i]; e.value != nil {
@@ -1047,6 +1077,9 @@ var ErrUnflushed = errors.New("store: commit with unflushed writes")
 // retried; if it cannot succeed, the engine is behind the changelog and must
 // be restored from it.
 func (s *Staged) Commit(checkpoint int64) error {
+	if s.direct != nil {
+		return s.directCommit(checkpoint)
+	}
 	if s.changelog != nil && len(s.pending)+len(s.drops)-s.flushedDrops > 0 {
 		return fmt.Errorf("%w: %d keys and %d ranges in store %s", ErrUnflushed, len(s.pending), len(s.drops)-s.flushedDrops, s.name)
 	}
@@ -1161,6 +1194,11 @@ func (s *Staged) keepCommitted() {
 // any flushed records aborted with them. The cached values go too: the
 // aborted writes replaced the ones they overwrote.
 func (s *Staged) Abort() {
+	if s.direct != nil {
+		s.direct.Abort()
+		clear(s.attached)
+		return
+	}
 	s.noteSize()
 	s.reset()
 	clear(s.attached)
@@ -1227,6 +1265,10 @@ func (s *Staged) cacheBound() int { return max(s.cacheLimit-s.attachedBytes(), 0
 // called between Mark and Release or Rollback. Without the cache, the
 // changelog records emitted inside the unit are the caller's to drop.
 func (s *Staged) Mark() {
+	if s.direct != nil {
+		s.direct.Mark()
+		return
+	}
 	s.marked = true
 	s.markEntries, s.markPending, s.markDirty, s.markHeld = len(s.entries), len(s.pending), len(s.dirty), len(s.held)
 	s.markDrops = len(s.drops)
@@ -1235,6 +1277,10 @@ func (s *Staged) Mark() {
 
 // Release ends the unit begun by Mark, keeping its writes.
 func (s *Staged) Release() {
+	if s.direct != nil {
+		s.direct.Release()
+		return
+	}
 	s.marked = false
 	clear(s.undo)
 	s.undo = s.undo[:0]
@@ -1242,6 +1288,10 @@ func (s *Staged) Release() {
 
 // Rollback undoes every write since Mark and ends the unit.
 func (s *Staged) Rollback() {
+	if s.direct != nil {
+		s.direct.Rollback()
+		return
+	}
 	if !s.marked {
 		return
 	}
@@ -1360,7 +1410,13 @@ func (s *Staged) Dirty() int { return len(s.dirty) }
 // instance's memory budget counts (processor.MemoryBudget). After a Commit
 // it is at most the read cache's bound (WithReadCache). What is attached
 // to the store and Sized counts too.
-func (s *Staged) Bytes() int { return s.cached + s.attachedBytes() }
+func (s *Staged) Bytes() int {
+	n := s.cached + s.attachedBytes()
+	if s.direct != nil {
+		n += s.direct.Undoing()
+	}
+	return n
+}
 
 // Stats returns the cumulative counters.
 func (s *Staged) Stats() Stats { return s.stats }

@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/layout"
 	"github.com/sluice-streams/sluice/internal/ops"
 	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
 )
 
 // JoinWindow bounds a stream-stream join (Kafka Streams' JoinWindows): a
@@ -106,6 +107,9 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 		spec.Windowed, spec.Retention = true, retention
 		spec.Query = nil // records by time, not a key's value: not queryable
 		spec.Layout = layout.KindJoin
+		if spec.InMemory {
+			spec.NewEngine = func() store.Engine { return ops.NewJoinMemory() }
+		}
 	}
 	if !lm.register(t) || !rm.register(t) {
 		return Stream[K, V]{t: t, n: l.n}

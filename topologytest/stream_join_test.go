@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,10 @@ func (o *joinOracle) add(side int, key string, ts int64, v string) {
 // length takes two bytes of uvarint, and one of 127 bytes, one short of it.
 var joinOracleKeys = []string{"", "k", testkeys.UUIDs(1)[0], testkeys.Len(130, 1), testkeys.Len(127, 2)}
 
+// TestStreamStreamJoinsMatchOracle runs inner, left and outer joins,
+// their stores in Pebble and in memory (ops.JoinMemory), over random
+// records of both sides with keys of every shape, and checks the results
+// against joinOracle's.
 func TestStreamStreamJoinsMatchOracle(t *testing.T) {
 	totalLate := 0
 	defer func() {
@@ -104,9 +109,10 @@ func TestStreamStreamJoinsMatchOracle(t *testing.T) {
 			t.Error("no seed had a late record: lateness is not exercised")
 		}
 	}()
-	for _, kind := range []string{"inner", "left", "outer"} {
+	for _, kind := range []string{"inner", "left", "outer", "inner-memory", "left-memory", "outer-memory"} {
+		kind, inMemory := strings.CutSuffix(kind, "-memory")
 		for seed := range uint64(8) {
-			t.Run(fmt.Sprintf("%s/%d", kind, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%v/%d", kind, inMemory, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
 				before, after, grace := int64(rng.IntN(30)), int64(rng.IntN(30)), int64(rng.IntN(20))
 				tp := topology.New()
@@ -115,6 +121,9 @@ func TestStreamStreamJoinsMatchOracle(t *testing.T) {
 				w := topology.JoinWindowsBetween(time.Duration(before)*time.Millisecond, time.Duration(after)*time.Millisecond).
 					WithGrace(time.Duration(grace) * time.Millisecond)
 				j := topology.StreamJoined[string, string, string]{Name: "j", Key: serde.String, Left: serde.String, Right: serde.String}
+				if inMemory {
+					j.Stores = []topology.StoreOption{topology.InMemory()}
+				}
 				var out topology.Stream[string, string]
 				switch kind {
 				case "inner":

@@ -303,6 +303,10 @@ type Store struct {
 	// InMemory stores keep no local checkpoint: they restore from the
 	// whole changelog on every open.
 	InMemory bool
+	// NewEngine, if set, makes the engine of an InMemory store in place
+	// of a store.Memory: one laid out for its operator (a stream join's,
+	// ops.JoinMemory).
+	NewEngine func() store.Engine
 	// Cache folds repeated updates of a key within a commit into one
 	// changelog record.
 	Cache bool

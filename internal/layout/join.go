@@ -140,3 +140,37 @@ func joinKeyOfSuffix(suffix []byte, seg int64) []byte {
 	b := AppendTime(append(make([]byte, 0, 9+len(suffix)), JoinRecord), JoinSegment(JoinTime(suffix), seg))
 	return append(b, suffix...)
 }
+
+// SplitJoinKey splits k, a j key, into its segment's start, its key part
+// (uvarint(len(key)) key), its timestamp and its sequence number, if k is
+// exactly what AppendJoinKeyPart makes of them (the varint in its shortest
+// form): an engine that keeps the parts rather than the key (a join's
+// buffer in memory) makes k again from them. The key part aliases k.
+func SplitJoinKey(k []byte) (segStart int64, part []byte, ts int64, seq uint64, ok bool) {
+	if len(k) < 9+1+16 || k[0] != JoinRecord {
+		return 0, nil, 0, 0, false
+	}
+	n, w := binary.Uvarint(k[9:])
+	if w <= 0 || w != uvarintLen(n) || uint64(len(k)) != uint64(9+w)+n+16 {
+		return 0, nil, 0, 0, false
+	}
+	return ReadTime(k[1:9]), k[9 : 9+w+int(n)], JoinTime(k), binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// AppendJoinKeyPart appends to b the j key of the segment at segStart, the
+// key part (uvarint(len(key)) key), ts and seq: SplitJoinKey's inverse.
+// Keys so made sort as (segStart, part's bytes, ts, seq), each signed but
+// seq.
+func AppendJoinKeyPart(b []byte, segStart int64, part string, ts int64, seq uint64) []byte {
+	b = append(AppendTime(append(b, JoinRecord), segStart), part...)
+	return binary.BigEndian.AppendUint64(AppendTime(b, ts), seq)
+}
+
+// uvarintLen is the length of n's shortest uvarint.
+func uvarintLen(n uint64) int {
+	w := 1
+	for ; n >= 0x80; n >>= 7 {
+		w++
+	}
+	return w
+}

@@ -37,12 +37,20 @@ func newJoinCtx(t testing.TB, names ...string) *joinCtx {
 
 // newJoinCtxWith is newJoinCtx, with the stages made with opts.
 func newJoinCtxWith(t testing.TB, opts []store.StagedOption, names ...string) *joinCtx {
-	c := &joinCtx{stores: map[string]*store.Staged{}, globals: map[string]store.Engine{}, wm: window.NoWatermark}
-	for _, name := range names {
+	return newJoinCtxOn(t, func() store.Engine {
 		e, err := store.OpenPebble(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
+		return e
+	}, opts, names...)
+}
+
+// newJoinCtxOn is newJoinCtxWith, each store's engine made by engine.
+func newJoinCtxOn(t testing.TB, engine func() store.Engine, opts []store.StagedOption, names ...string) *joinCtx {
+	c := &joinCtx{stores: map[string]*store.Staged{}, globals: map[string]store.Engine{}, wm: window.NoWatermark}
+	for _, name := range names {
+		e := engine()
 		t.Cleanup(func() { e.Close() })
 		st := store.NewStaged(name, e, opts...)
 		st.SetChangelog(func(k, v []byte) { c.changelog = append(c.changelog, fmt.Sprintf("%s %x=%x", name, k, v)) })

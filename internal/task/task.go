@@ -388,9 +388,12 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 	for _, name := range sub.Stores {
 		spec := plan.Stores[name]
 		var eng store.Engine
-		if spec.InMemory {
+		switch {
+		case spec.InMemory && spec.NewEngine != nil:
+			eng = spec.NewEngine()
+		case spec.InMemory:
 			eng = store.NewMemory()
-		} else {
+		default:
 			dir := statedir.Store(stateDir, id.String(), name)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.closeStores()

@@ -1,0 +1,117 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Direct is an Engine that keeps the open transaction's writes itself and
+// can undo them: a Staged over it stages nothing. Each write goes straight
+// to the engine and its changelog record straight out (as WithoutCache),
+// and Commit, Abort, Mark and Rollback are the engine's. It is for an
+// engine in memory whose layout lets it serve its operator's reads faster
+// than a stage merged over it would (a stream join's buffer,
+// ops.JoinMemory): an engine on disk must not be one, since a crash
+// would leave it holding writes of a transaction that never committed.
+//
+// Invariant 2 (ARCHITECTURE.md) holds as it does for a stage: a Direct
+// engine lives only as long as its process, so after a crash it is
+// rebuilt from the changelog, which holds only committed transactions
+// (read_committed); while the process lives, Abort takes back every write
+// since the last Commit, so the engine returns to exactly the committed
+// state, and a unit's Rollback takes back the unit's.
+//
+// Apply, used by a restore before any transaction opens, writes committed
+// state and takes no undo.
+type Direct interface {
+	Engine
+	// Put writes a copy of value under key and returns that copy, which
+	// the engine never modifies (the changelog record shares it).
+	Put(key, value []byte) ([]byte, error)
+	// Delete deletes key and reports whether the engine held it.
+	Delete(key []byte) (bool, error)
+	// DeleteRange deletes every key in [start, end) and reports whether
+	// there was any.
+	DeleteRange(start, end []byte) (bool, error)
+	// Mark begins a unit, Release ends it keeping its writes, Rollback
+	// ends it undoing them (Staged.Mark).
+	Mark()
+	Release()
+	Rollback()
+	// Commit ends the transaction, keeping its writes, and records
+	// checkpoint as Apply does. Abort undoes every write since the last
+	// Commit.
+	Commit(checkpoint int64) error
+	Abort()
+	// Undoing estimates the memory of what the open transaction could
+	// undo: what the stage's share of the memory budget counts.
+	Undoing() int
+}
+
+// The methods of a Staged over a Direct engine. Each public method of a
+// Staged turns to one of these first when s.direct is set.
+
+func (s *Staged) directPut(key, value []byte) error {
+	s.stats.Puts++
+	v, err := s.direct.Put(key, value)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", s.name, err)
+	}
+	if s.changelog != nil {
+		s.stats.ChangelogRecords++
+		s.changelog(bytes.Clone(key), v)
+	}
+	return nil
+}
+
+func (s *Staged) directDelete(key []byte) error {
+	s.stats.Deletes++
+	held, err := s.direct.Delete(key)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", s.name, err)
+	}
+	// A key the engine lacked: the changelog's replay lacks it too (it
+	// heard of every write), so the tombstone would stand for nothing.
+	if held && s.changelog != nil {
+		s.stats.ChangelogRecords++
+		s.changelog(bytes.Clone(key), nil)
+	}
+	return nil
+}
+
+func (s *Staged) directDropRange(start, end []byte) error {
+	if _, ok, err := s.direct.Get(start); err != nil || ok {
+		if err == nil {
+			err = fmt.Errorf("store: %s: a range dropped from %q, a key of the store", s.name, start)
+		}
+		return err
+	}
+	any, err := s.direct.DeleteRange(start, end)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", s.name, err)
+	}
+	// An empty range is no drop, as with a stage (DropRange).
+	if any && s.rangeLog != nil {
+		s.stats.ChangelogRecords++
+		s.rangeLog(bytes.Clone(start), bytes.Clone(end))
+	}
+	return nil
+}
+
+func (s *Staged) directFirst(start, end []byte) (key, value []byte, ok bool, err error) {
+	err = s.direct.Range(start, end, func(k, v []byte) error {
+		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
+		return errStop
+	})
+	if err == errStop {
+		err = nil
+	}
+	return key, value, ok, err
+}
+
+func (s *Staged) directCommit(checkpoint int64) error {
+	if err := s.direct.Commit(checkpoint); err != nil {
+		return fmt.Errorf("store: %s: %w", s.name, err)
+	}
+	return nil
+}
