@@ -25,14 +25,18 @@ import (
 // state and takes no undo.
 type Direct interface {
 	Engine
-	// Put writes a copy of value under key and returns that copy, which
-	// the engine never modifies (the changelog record shares it).
-	Put(key, value []byte) ([]byte, error)
+	// Put writes a copy of value under key and returns copies of key
+	// and value for the changelog record, which the engine never
+	// modifies: the value may be the one it keeps.
+	Put(key, value []byte) (k, v []byte, err error)
 	// Delete deletes key and reports whether the engine held it.
 	Delete(key []byte) (bool, error)
 	// DeleteRange deletes every key in [start, end) and reports whether
 	// there was any.
 	DeleteRange(start, end []byte) (bool, error)
+	// First returns the smallest key in [start, end) and its value, valid
+	// until the next write.
+	First(start, end []byte) (key, value []byte, ok bool, err error)
 	// Mark begins a unit, Release ends it keeping its writes, Rollback
 	// ends it undoing them (Staged.Mark).
 	Mark()
@@ -53,13 +57,13 @@ type Direct interface {
 
 func (s *Staged) directPut(key, value []byte) error {
 	s.stats.Puts++
-	v, err := s.direct.Put(key, value)
+	k, v, err := s.direct.Put(key, value)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.name, err)
 	}
 	if s.changelog != nil {
 		s.stats.ChangelogRecords++
-		s.changelog(bytes.Clone(key), v)
+		s.changelog(k, v)
 	}
 	return nil
 }
@@ -99,14 +103,8 @@ func (s *Staged) directDropRange(start, end []byte) error {
 }
 
 func (s *Staged) directFirst(start, end []byte) (key, value []byte, ok bool, err error) {
-	err = s.direct.Range(start, end, func(k, v []byte) error {
-		key, value, ok = bytes.Clone(k), bytes.Clone(v), true
-		return errStop
-	})
-	if err == errStop {
-		err = nil
-	}
-	return key, value, ok, err
+	key, value, ok, err = s.direct.First(start, end)
+	return bytes.Clone(key), bytes.Clone(value), ok, err
 }
 
 func (s *Staged) directCommit(checkpoint int64) error {

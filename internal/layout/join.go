@@ -83,6 +83,14 @@ func JoinRange(kb []byte, segStart, from, to int64) (start, end []byte) {
 	return AppendTime(pre, from), AppendTime(pre, to+1)
 }
 
+// AppendJoinRange is JoinRange, its bounds appended to start and end: a
+// caller that ranges for every record builds them in buffers it keeps.
+func AppendJoinRange(start, end, kb []byte, segStart, from, to int64) ([]byte, []byte) {
+	start = AppendTime(appendJoinPrefix(start, kb, segStart), from)
+	end = AppendTime(appendJoinPrefix(end, kb, segStart), to+1)
+	return start, end
+}
+
 // JoinTime is the timestamp of the join record with key k.
 func JoinTime(k []byte) int64 { return ReadTime(k[len(k)-16:]) }
 

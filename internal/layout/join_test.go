@@ -125,3 +125,46 @@ func TestJoinSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendJoinRangeReusesBuffers builds every key's range in two
+// buffers kept from the key before, as the stream join does: each range
+// holds exactly the key's records in it.
+func TestAppendJoinRangeReusesBuffers(t *testing.T) {
+	var start, end []byte
+	reused := func(kb []byte, seg, from, to int64) ([]byte, []byte) {
+		start, end = AppendJoinRange(start[:0], end[:0], kb, seg, from, to)
+		return start, end
+	}
+	if bad := joinRangeErrors(reused); len(bad) > 0 {
+		t.Fatalf("%d keys: %v", len(bad), bad)
+	}
+}
+
+// TestSplitJoinKeyRoundTrips splits the join keys of every key, at times
+// and sequence numbers at the edges, and makes each again from its parts;
+// keys not in the shortest form, and no j keys, do not split.
+func TestSplitJoinKeyRoundTrips(t *testing.T) {
+	for _, kb := range everyKey() {
+		for _, seg := range []int64{math.MinInt64, -120_000, 0, 120_000} {
+			for _, ts := range []int64{seg, seg + 119_999} {
+				for _, seq := range []int64{0, 1, math.MaxInt64, -1} {
+					k := JoinKey(kb, seg, ts, seq)
+					gotSeg, part, gotTs, gotSeq, ok := SplitJoinKey(k)
+					if !ok || gotSeg != seg || gotTs != ts || gotSeq != uint64(seq) {
+						t.Fatalf("key of %d bytes: split %v: %d %d %d, want %d %d %d", len(kb), ok, gotSeg, gotTs, gotSeq, seg, ts, seq)
+					}
+					if again := AppendJoinKeyPart(nil, gotSeg, string(part), gotTs, gotSeq); !bytes.Equal(again, k) {
+						t.Fatalf("key of %d bytes: made again as %x, want %x", len(kb), again, k)
+					}
+				}
+			}
+		}
+	}
+	long := append(AppendTime([]byte{JoinRecord}, 0), 0x81, 0x00, 'k') // 1 in two bytes
+	long = append(AppendTime(long, 0), make([]byte, 8)...)
+	for _, k := range [][]byte{nil, {JoinRecord}, long, JoinKey([]byte("k"), 0, 0, 0)[1:], append(JoinKey([]byte("k"), 0, 0, 0), 0)} {
+		if _, _, _, _, ok := SplitJoinKey(k); ok {
+			t.Fatalf("%x split", k)
+		}
+	}
+}

@@ -113,7 +113,14 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 		return jk, nil
 	}
 	seg := joinSegment(closeAfter)
-	jk := newJoinKeys(seg, st.ReadCacheLimit())
+	// Over a Direct engine (JoinMemory) it is bounded to nothing: every
+	// segment is given up at once, and the engine answers a key's
+	// records from its maps at the cost of joinKeys' own lookups.
+	limit := st.ReadCacheLimit()
+	if _, direct := st.Engine().(store.Direct); direct {
+		limit = 0
+	}
+	jk := newJoinKeys(seg, limit)
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {

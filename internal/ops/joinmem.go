@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/RaduBerinde/btreemap"
 
@@ -34,17 +35,65 @@ import (
 // It is used by its task's goroutine alone; ApproximateSize may be read
 // by any.
 type JoinMemory struct {
-	segs map[int64]*memSegment // segment start → its records; never an empty one
+	// segs are the segments in order of their starts, never an empty
+	// one: a join's side holds two or three.
+	segs []*memSegment
 	rest *btreemap.BTreeMap[[]byte, []byte]
 
 	checkpoint int64
 	closed     bool
 	size       atomic.Int64 // keys' and values' bytes, estimated
 
-	undo      []memUndo // since the last Commit, in write order
+	undo      undoLog // since the last Commit, in write order
 	marked    bool
-	mark      int // len(undo) at Mark
+	mark      int // undo.n at Mark
 	undoBytes int
+	// lastKeys is how many keys the segment dropped last held: a new
+	// segment's map is made that large, not grown to it key by key.
+	lastKeys int
+}
+
+// undoLog is a log of undo steps kept in chunks, so that it grows
+// without copying what it holds, and keeps its chunks from one
+// transaction to the next (a job on a backlog logs as many in each):
+// growing one slice by doubling in every transaction was 8 % of a
+// stream join's CPU in a bench profile.
+type undoLog struct {
+	chunks [][]memUndo // each undoChunk long; those past n's are spare
+	n      int
+	// grown is the most steps a recent transaction logged, decaying by
+	// an eighth at each reset: the spare chunks past it go.
+	grown int
+}
+
+const undoChunk = 1024
+
+func (l *undoLog) push(u memUndo) {
+	if l.n == len(l.chunks)*undoChunk {
+		l.chunks = append(l.chunks, make([]memUndo, undoChunk))
+	}
+	l.chunks[l.n/undoChunk][l.n%undoChunk] = u
+	l.n++
+}
+
+func (l *undoLog) at(i int) *memUndo { return &l.chunks[i/undoChunk][i%undoChunk] }
+
+// truncate forgets the steps past n.
+func (l *undoLog) truncate(n int) {
+	for i := n; i < l.n; i++ {
+		*l.at(i) = memUndo{}
+	}
+	l.n = n
+}
+
+// reset forgets every step, keeping room for as many as recent
+// transactions logged.
+func (l *undoLog) reset() {
+	l.grown = max(l.n, l.grown-l.grown/8)
+	l.truncate(0)
+	keep := (l.grown + undoChunk - 1) / undoChunk
+	clear(l.chunks[min(keep, len(l.chunks)):])
+	l.chunks = l.chunks[:min(keep, len(l.chunks))]
 }
 
 // memSegment is a segment's records: by key part (layout.SplitJoinKey).
@@ -55,10 +104,13 @@ type memSegment struct {
 	bytes  int64     // its share of JoinMemory.size
 }
 
-// memKey is a key's records in a segment, in (ts, seq) order.
+// memKey is a key's records in a segment, in (ts, seq) order. Most keys
+// have one record in a segment: it is kept in first, in the memKey's own
+// allocation.
 type memKey struct {
-	part string
-	recs []memRec
+	part  string
+	recs  []memRec // first[:] until a second record comes
+	first [1]memRec
 }
 
 type memRec struct {
@@ -104,7 +156,6 @@ var _ store.Direct = (*JoinMemory)(nil)
 // NewJoinMemory returns an empty JoinMemory with no checkpoint.
 func NewJoinMemory() *JoinMemory {
 	return &JoinMemory{
-		segs:       map[int64]*memSegment{},
 		rest:       btreemap.New[[]byte, []byte](16, bytes.Compare),
 		checkpoint: store.NoCheckpoint,
 	}
@@ -119,11 +170,22 @@ func (m *JoinMemory) usable() error {
 
 // find returns the segment and key of a record's place, nil if none.
 func (m *JoinMemory) find(segStart int64, part []byte) (*memSegment, *memKey) {
-	sg := m.segs[segStart]
-	if sg == nil {
+	i, ok := m.segAt(segStart)
+	if !ok {
 		return nil, nil
 	}
+	sg := m.segs[i]
 	return sg, sg.keys[string(part)]
+}
+
+// segAt returns where the segment at segStart is or would go in segs.
+func (m *JoinMemory) segAt(segStart int64) (int, bool) {
+	for i, sg := range m.segs {
+		if sg.start >= segStart {
+			return i, sg.start == segStart
+		}
+	}
+	return len(m.segs), false
 }
 
 // search returns where (ts, seq) is or would go in recs.
@@ -142,17 +204,19 @@ func cmpRec(r memRec, ts int64, seq uint64) int {
 	return cmp.Compare(r.seq, seq)
 }
 
-// setRec writes val at the record's place, copied unless owned; it
-// returns the value held and what undoes the write.
+// setRec writes val at the record's place; it returns the value held and
+// what undoes the write. part is never modified: a key new to the segment
+// keeps it as its map key, with no copy.
 func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, val []byte) ([]byte, memUndo) {
-	sg := m.segs[segStart]
-	if sg == nil {
-		sg = &memSegment{start: segStart, keys: map[string]*memKey{}}
-		m.segs[segStart] = sg
+	at, ok := m.segAt(segStart)
+	if !ok {
+		m.segs = slices.Insert(m.segs, at, &memSegment{start: segStart, keys: make(map[string]*memKey, m.lastKeys)})
 	}
+	sg := m.segs[at]
 	mk := sg.keys[string(part)]
 	if mk == nil {
-		mk = &memKey{part: string(part)}
+		mk = &memKey{part: unsafe.String(unsafe.SliceData(part), len(part))}
+		mk.recs = mk.first[:0]
 		sg.keys[mk.part] = mk
 		sg.sorted = nil
 		m.grow(sg, int64(len(mk.part)+memRecOverhead))
@@ -189,7 +253,7 @@ func (m *JoinMemory) removeRec(segStart int64, part []byte, ts int64, seq uint64
 		sg.sorted = nil
 		m.grow(sg, -int64(len(mk.part)+memRecOverhead))
 		if len(sg.keys) == 0 {
-			delete(m.segs, segStart)
+			m.removeSeg(sg)
 		}
 	}
 	return val, true
@@ -201,27 +265,28 @@ func (m *JoinMemory) grow(sg *memSegment, n int64) {
 }
 
 func (m *JoinMemory) log(u memUndo) {
-	m.undo = append(m.undo, u)
+	m.undo.push(u)
 	m.undoBytes += memUndoOverhead + len(u.key)
 	if u.kind == undoSet || u.kind == undoRemoved || u.kind == undoRest {
 		m.undoBytes += len(u.val) // held by the undo log alone
 	}
 }
 
-// put writes a copy of value under key, logging its undo if undo.
-func (m *JoinMemory) put(key, value []byte, undo bool) []byte {
-	v := bytes.Clone(value)
-	if v == nil {
-		v = []byte{}
-	}
-	if segStart, part, ts, seq, ok := layout.SplitJoinKey(key); ok {
+// put writes a copy of value under key, logging its undo if undo. It
+// returns copies of key and value in one allocation, the value the one
+// it keeps: the changelog record's (store.Direct.Put).
+func (m *JoinMemory) put(key, value []byte, undo bool) (k, v []byte) {
+	kv := make([]byte, len(key)+len(value))
+	k, v = kv[:len(key):len(key)], kv[len(key):]
+	copy(k, key)
+	copy(v, value)
+	if segStart, part, ts, seq, ok := layout.SplitJoinKey(k); ok {
 		_, u := m.setRec(segStart, part, ts, seq, v)
 		if undo {
 			m.log(u)
 		}
-		return v
+		return k, v
 	}
-	k := bytes.Clone(key)
 	_, old, had := m.rest.ReplaceOrInsert(k, v)
 	if had {
 		m.size.Add(int64(len(v) - len(old)))
@@ -231,7 +296,7 @@ func (m *JoinMemory) put(key, value []byte, undo bool) []byte {
 	if undo {
 		m.log(memUndo{kind: undoRest, key: k, val: old, had: had})
 	}
-	return v
+	return k, v
 }
 
 // del deletes key, logging its undo if undo.
@@ -260,13 +325,13 @@ func (m *JoinMemory) delRange(start, end []byte, undo bool) bool {
 	for _, e := range m.restIn(start, end) {
 		deleted = m.del(e.k, undo) || deleted
 	}
-	for _, segStart := range m.segStarts() {
-		sg := m.segs[segStart]
-		p := segPrefix(segStart)
+	for _, sg := range slices.Clone(m.segs) {
+		p := segPrefix(sg.start)
 		switch {
 		case !segMeets(p, start, end):
-		case bytes.Compare(p, start) >= 0 && (end == nil || bytes.Compare(p, end) < 0 && !bytes.HasPrefix(end, p)):
-			delete(m.segs, segStart)
+		case segWithin(p, start, end):
+			m.removeSeg(sg)
+			m.lastKeys = len(sg.keys)
 			m.size.Add(-sg.bytes)
 			if undo {
 				m.log(memUndo{kind: undoSegment, seg: sg})
@@ -303,9 +368,16 @@ func segMeets(p, start, end []byte) bool {
 	return start == nil || bytes.Compare(p, start) >= 0 || bytes.HasPrefix(start, p)
 }
 
-// segStarts returns the segments' starts in order.
-func (m *JoinMemory) segStarts() []int64 {
-	return slices.Sorted(maps.Keys(m.segs))
+// segWithin says whether every key extending p lies in [start, end).
+func segWithin(p, start, end []byte) bool {
+	return bytes.Compare(p, start) >= 0 && (end == nil || bytes.Compare(p, end) < 0 && !bytes.HasPrefix(end, p))
+}
+
+// removeSeg takes sg out of segs.
+func (m *JoinMemory) removeSeg(sg *memSegment) {
+	if i, ok := m.segAt(sg.start); ok && m.segs[i] == sg {
+		m.segs = slices.Delete(m.segs, i, i+1)
+	}
 }
 
 // keysSorted returns sg's keys in byte order.
@@ -395,9 +467,8 @@ func (m *JoinMemory) Range(start, end []byte, fn func(key, value []byte) error) 
 		}
 		return nil
 	}
-	for _, segStart := range m.segStarts() {
-		sg := m.segs[segStart]
-		if !segMeets(segPrefix(segStart), start, end) {
+	for _, sg := range m.segs {
+		if !segMeets(segPrefix(sg.start), start, end) {
 			continue
 		}
 		var err error
@@ -418,6 +489,15 @@ type kv struct{ k, v []byte }
 
 // restIn returns the B-tree's entries in [start, end), nil if none.
 func (m *JoinMemory) restIn(start, end []byte) []kv {
+	var out []kv
+	for k, v := range m.rest.Ascend(bounds(start, end)) {
+		out = append(out, kv{k, v})
+	}
+	return out
+}
+
+// bounds are the B-tree's bounds of [start, end); nil is open.
+func bounds(start, end []byte) (btreemap.LowerBound[[]byte], btreemap.UpperBound[[]byte]) {
 	lo, hi := btreemap.Min[[]byte](), btreemap.Max[[]byte]()
 	if start != nil {
 		lo = btreemap.GE(start)
@@ -425,12 +505,57 @@ func (m *JoinMemory) restIn(start, end []byte) []kv {
 	if end != nil {
 		hi = btreemap.LT(end)
 	}
-	var out []kv
-	for k, v := range m.rest.Ascend(lo, hi) {
-		out = append(out, kv{k, v})
-	}
-	return out
+	return lo, hi
 }
+
+// First returns the smallest key in [start, end) and its value, which
+// stay valid until the next write. Where the range holds a whole
+// segment, as a join's search for its first segment does, the segment's
+// smallest key is found without sorting its keys.
+func (m *JoinMemory) First(start, end []byte) (key, value []byte, ok bool, err error) {
+	if err := m.usable(); err != nil {
+		return nil, nil, false, err
+	}
+	var rk, rv []byte
+	rok := false
+	for k, v := range m.rest.Ascend(bounds(start, end)) {
+		rk, rv, rok = k, v, true
+		break
+	}
+	for _, sg := range m.segs {
+		p := segPrefix(sg.start)
+		if !segMeets(p, start, end) {
+			continue
+		}
+		var jk, jv []byte
+		if segWithin(p, start, end) {
+			var least *memKey
+			for _, mk := range sg.keys {
+				if least == nil || mk.part < least.part {
+					least = mk
+				}
+			}
+			r := least.recs[0]
+			jk, jv = layout.AppendJoinKeyPart(nil, sg.start, least.part, r.ts, r.seq), r.val
+		} else {
+			_, _ = m.segRange(sg, start, end, nil, func(k, v []byte) error {
+				jk, jv = bytes.Clone(k), v
+				return errFound
+			})
+		}
+		if jk == nil {
+			continue
+		}
+		if rok && bytes.Compare(rk, jk) < 0 {
+			break
+		}
+		return jk, jv, true, nil
+	}
+	return rk, rv, rok, nil
+}
+
+// errFound stops First's pass over a segment at the first key in range.
+var errFound = errors.New("ops: found")
 
 // oneKey says whether every j key in [start, end) is of one key and
 // segment: whether start and end share a j key's segment and key part.
@@ -457,7 +582,7 @@ func (m *JoinMemory) Apply(ws []store.Write, checkpoint int64) error {
 	if err := m.usable(); err != nil {
 		return err
 	}
-	if len(m.undo) > 0 {
+	if m.undo.n > 0 {
 		return errors.New("ops: a join buffer applied a batch with a transaction open")
 	}
 	for _, w := range ws {
@@ -494,7 +619,7 @@ func (m *JoinMemory) Wipe() error {
 }
 
 func (m *JoinMemory) reset() {
-	m.segs = map[int64]*memSegment{}
+	m.segs = nil
 	m.rest = btreemap.New[[]byte, []byte](16, bytes.Compare)
 	m.checkpoint = store.NoCheckpoint
 	m.size.Store(0)
@@ -512,11 +637,12 @@ func (m *JoinMemory) Close() error {
 }
 
 // Put writes a copy of value under key in the open transaction.
-func (m *JoinMemory) Put(key, value []byte) ([]byte, error) {
+func (m *JoinMemory) Put(key, value []byte) (k, v []byte, err error) {
 	if err := m.usable(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m.put(key, value, true), nil
+	k, v = m.put(key, value, true)
+	return k, v, nil
 }
 
 // Delete deletes key in the open transaction.
@@ -536,7 +662,7 @@ func (m *JoinMemory) DeleteRange(start, end []byte) (bool, error) {
 }
 
 // Mark begins a unit.
-func (m *JoinMemory) Mark() { m.marked, m.mark = true, len(m.undo) }
+func (m *JoinMemory) Mark() { m.marked, m.mark = true, m.undo.n }
 
 // Release ends the unit, keeping its writes.
 func (m *JoinMemory) Release() { m.marked = false }
@@ -575,11 +701,7 @@ func (m *JoinMemory) Abort() {
 func (m *JoinMemory) Undoing() int { return m.undoBytes }
 
 func (m *JoinMemory) dropUndo() {
-	clear(m.undo)
-	if cap(m.undo) > 1<<16 {
-		m.undo = nil // a large transaction's log goes with it
-	}
-	m.undo = m.undo[:0]
+	m.undo.reset()
 	m.undoBytes = 0
 	m.marked = false
 }
@@ -589,11 +711,10 @@ func (m *JoinMemory) undoTo(n int) {
 	if m.closed {
 		return
 	}
-	for i := len(m.undo) - 1; i >= n; i-- {
-		m.undoOne(&m.undo[i])
+	for i := m.undo.n - 1; i >= n; i-- {
+		m.undoOne(m.undo.at(i))
 	}
-	clear(m.undo[n:])
-	m.undo = m.undo[:n]
+	m.undo.truncate(n)
 	if n == 0 {
 		m.undoBytes = 0
 	}
@@ -606,7 +727,7 @@ func (m *JoinMemory) undoOne(u *memUndo) {
 		m.removeRec(u.segStart, []byte(u.part), u.ts, u.seq)
 	case undoSet, undoRemoved:
 		m.undoBytes -= len(u.val)
-		m.setRec(u.segStart, []byte(u.part), u.ts, u.seq, u.val)
+		m.setRec(u.segStart, unsafe.Slice(unsafe.StringData(u.part), len(u.part)), u.ts, u.seq, u.val)
 	case undoRest:
 		m.undoBytes -= len(u.val)
 		if u.had {
@@ -623,7 +744,8 @@ func (m *JoinMemory) undoOne(u *memUndo) {
 		// The writes after the drop are undone already: no segment
 		// of this start is left.
 		m.undoBytes -= int(u.seg.bytes)
-		m.segs[u.seg.start] = u.seg
+		at, _ := m.segAt(u.seg.start)
+		m.segs = slices.Insert(m.segs, at, u.seg)
 		m.size.Add(u.seg.bytes)
 	}
 }

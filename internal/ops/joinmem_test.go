@@ -140,15 +140,28 @@ func memRanges(keys [][]byte, rng *rand.Rand) (start, end []byte) {
 // into a store.Memory, holds what it holds.
 func TestJoinMemoryMatchesModel(t *testing.T) {
 	keys := memKeys()
-	for seed := range uint64(6) {
+	for seed := range uint64(8) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			jm := NewJoinMemory()
 			a, b := newMemStore(jm), newMemStore(store.NewMemory())
 			marked, aMark, bMark := false, 0, 0
-			for step := range 6000 {
+			// The last seeds' transactions are long: thousands of
+			// undo steps, over several of the log's chunks, and every
+			// 4000th step aborts what the transaction holds.
+			long := seed >= 6
+			mostUndo := 0
+			for step := range 12000 {
 				var errA, errB error
-				switch op := rng.IntN(100); {
+				op := rng.IntN(100)
+				if long && op >= 94 && rng.IntN(150) != 0 {
+					op = 0
+				}
+				if long && step%4000 == 3999 && step < 10000 && !marked {
+					op = 99
+				}
+				mostUndo = max(mostUndo, jm.undo.n)
+				switch {
 				case op < 45:
 					k, v := keys[rng.IntN(len(keys))], []byte(fmt.Sprint(step))
 					if rng.IntN(8) == 0 {
@@ -219,6 +232,9 @@ func TestJoinMemoryMatchesModel(t *testing.T) {
 			if got := rangeDump(t, a.st, nil, nil); len(got) == 0 {
 				t.Fatal("the store ended empty: the steps wrote too little to compare")
 			}
+			if long && mostUndo <= undoChunk {
+				t.Fatalf("at most %d steps to undo: the long transactions kept to one chunk of the log", mostUndo)
+			}
 		})
 	}
 }
@@ -243,7 +259,7 @@ func checkReplay(t *testing.T, step int, jm *JoinMemory, log []store.Write) {
 // around.
 func TestJoinMemoryCannotApplyOverATransaction(t *testing.T) {
 	jm := NewJoinMemory()
-	if _, err := jm.Put([]byte("k"), []byte("v")); err != nil {
+	if _, _, err := jm.Put([]byte("k"), []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	if err := jm.Apply([]store.Write{{Key: []byte("k2"), Value: []byte("v")}}, 1); err == nil {
@@ -287,8 +303,8 @@ func TestStreamJoinSideOnJoinMemory(t *testing.T) {
 					if keys := c.storeKeys(t, name); len(keys) != 0 {
 						t.Fatalf("store %s keeps %d keys after the watermark, e.g. %s", name, len(keys), keys[0])
 					}
-					if jm := c.stores[name].Engine().(*JoinMemory); len(jm.undo) != 0 || jm.ApproximateSize() != 0 {
-						t.Fatalf("store %s: %d steps to undo and %d bytes after the last commit", name, len(jm.undo), jm.ApproximateSize())
+					if jm := c.stores[name].Engine().(*JoinMemory); jm.undo.n != 0 || jm.ApproximateSize() != 0 {
+						t.Fatalf("store %s: %d steps to undo and %d bytes after the last commit", name, jm.undo.n, jm.ApproximateSize())
 					}
 				}
 			}

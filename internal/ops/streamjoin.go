@@ -57,6 +57,9 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	// while in use, so that a re-entrant call makes its own).
 	key, val []byte
 	matches  []joinMatch
+	// start and end are the buffers the bounds of a record's range over
+	// the other side are built in (used within the range alone).
+	start, end []byte
 }
 
 // joinMatch is an other side's record a record joins: its timestamp and
@@ -160,8 +163,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	last := layout.JoinSegment(to, p.seg)
 	for seg := layout.JoinSegment(from, p.seg); ; seg += p.seg {
 		if held, ok := other.held(kb, seg); ok && held.lo <= to && held.hi >= from {
-			start, end := layout.JoinRange(kb, seg, max(from, held.lo), min(to, held.hi))
-			if err := p.ost.Range(start, end, func(ok, ov []byte) error {
+			p.start, p.end = layout.AppendJoinRange(p.start[:0], p.end[:0], kb, seg, max(from, held.lo), min(to, held.hi))
+			if err := p.ost.Range(p.start, p.end, func(ok, ov []byte) error {
 				m := joinMatch{ts: layout.JoinTime(ok), val: append([]byte(nil), ov...)}
 				if p.cfg.OtherOuter {
 					m.key = append([]byte(nil), ok...)
