@@ -10,25 +10,35 @@ import (
 )
 
 func init() {
-	register(Example{
-		Name:    "enrich",
-		Summary: "orders enriched with their customer and payment; paid revenue by the customers' current tier",
-		Params: []Param{
-			{"orders", "orders", "input: JSON orders keyed by order_id"},
-			{"customers", "customers", "input: the customers table, keyed by customer_id (null deletes)"},
-			{"payments", "payments", "input: JSON payments keyed by order_id"},
-			{"enriched", "orders-enriched", "output: each order once, with its customer and payment (or unpaid)"},
-			{"revenue", "revenue-by-tier", "output table: paid revenue per tier"},
-			{"dlq", "enrich-dlq", "dead-letter topic for records that cannot be read"},
-		},
-		Inputs: []string{"orders", "customers", "payments"},
-		Build: func(p map[string]string) *topology.Topology {
-			return Enrich(p["orders"], p["customers"], p["payments"], p["enriched"], p["revenue"], p["dlq"])
-		},
-		Options: func(p map[string]string) []processor.Opt {
-			return []processor.Opt{processor.DeadLetterTopic(p["dlq"])}
-		},
-	})
+	params := []Param{
+		{"orders", "orders", "input: JSON orders keyed by order_id"},
+		{"customers", "customers", "input: the customers table, keyed by customer_id (null deletes)"},
+		{"payments", "payments", "input: JSON payments keyed by order_id"},
+		{"enriched", "orders-enriched", "output: each order once, with its customer and payment (or unpaid)"},
+		{"revenue", "revenue-by-tier", "output table: paid revenue per tier"},
+		{"dlq", "enrich-dlq", "dead-letter topic for records that cannot be read"},
+	}
+	// enrich-memory keeps the order–payment join's records in memory.
+	for _, v := range []struct {
+		name, summary string
+		joinStores    []topology.StoreOption
+	}{
+		{"enrich", "orders enriched with their customer and payment; paid revenue by the customers' current tier", nil},
+		{"enrich-memory", "enrich with the order-payment join's window in memory (topology.InMemory), restored from its changelogs", []topology.StoreOption{topology.InMemory()}},
+	} {
+		register(Example{
+			Name:    v.name,
+			Summary: v.summary,
+			Params:  params,
+			Inputs:  []string{"orders", "customers", "payments"},
+			Build: func(p map[string]string) *topology.Topology {
+				return Enrich(p["orders"], p["customers"], p["payments"], p["enriched"], p["revenue"], p["dlq"], v.joinStores...)
+			},
+			Options: func(p map[string]string) []processor.Opt {
+				return []processor.Opt{processor.DeadLetterTopic(p["dlq"])}
+			},
+		})
+	}
 }
 
 // The event-time settings of enrich.
@@ -83,7 +93,10 @@ type TierRevenue struct {
 // customer with the customers table, re-grouped by tier, so when a customer
 // changes tier their whole revenue moves, and when one is deleted it
 // leaves.
-func Enrich(orders, customers, payments, enriched, revenue, dlq string) *topology.Topology {
+//
+// joinStores are options of the order–payment join's stores
+// (StreamJoined.Stores).
+func Enrich(orders, customers, payments, enriched, revenue, dlq string, joinStores ...topology.StoreOption) *topology.Topology {
 	t := topology.New()
 	bound := topology.Watermarks(window.BoundedOutOfOrderness(EnrichBound))
 	orderStream := topology.From(t, orders, serde.String, serde.JSON[Order](), topology.DeadLetter(dlq), bound,
@@ -105,7 +118,8 @@ func Enrich(orders, customers, payments, enriched, revenue, dlq string) *topolog
 			}
 			return e
 		},
-		topology.StreamJoined[string, EnrichedOrder, Payment]{Name: "order-payments", Key: serde.String, Left: serde.JSON[EnrichedOrder](), Right: serde.JSON[Payment]()})
+		topology.StreamJoined[string, EnrichedOrder, Payment]{Name: "order-payments", Key: serde.String, Left: serde.JSON[EnrichedOrder](), Right: serde.JSON[Payment](),
+			Stores: joinStores})
 	topology.To(withPayment, enriched, serde.String, serde.JSON[EnrichedOrder]())
 
 	// Paid revenue per customer, then by the customer's current tier.

@@ -17,7 +17,15 @@ import (
 // read_committed consumer, that each order was emitted exactly once with
 // its customer and payment, and that revenue-by-tier moved each customer's
 // revenue to their final tier.
-func TestEnrichExactlyOnceUnderSIGKILL(t *testing.T) {
+func TestEnrichExactlyOnceUnderSIGKILL(t *testing.T) { enrichUnderSIGKILL(t, "enrich") }
+
+// TestEnrichInMemoryExactlyOnceUnderSIGKILL is TestEnrichExactlyOnceUnderSIGKILL
+// with the order–payment join's records in memory (enrich-memory,
+// ops.JoinMemory): every kill loses them, and every task that opens,
+// after a kill or a rebalance, restores them from the changelogs alone.
+func TestEnrichInMemoryExactlyOnceUnderSIGKILL(t *testing.T) { enrichUnderSIGKILL(t, "enrich-memory") }
+
+func enrichUnderSIGKILL(t *testing.T, example string) {
 	if testing.Short() {
 		t.Skip("runs sluice processes for about a minute")
 	}
@@ -37,8 +45,8 @@ func TestEnrichExactlyOnceUnderSIGKILL(t *testing.T) {
 	if _, err := ProduceKeyed(ctx, addrs, topics.Customers, in.Customers); err != nil {
 		t.Fatal(err)
 	}
-	appID := fmt.Sprintf("enrich-chaos-%d", cfg.seed&0xffffffff)
-	h := newHarness(t, bin, addrs, appID, cfg.guarantee, false, []string{"run", "enrich"}, t.TempDir(), chaosInstances)
+	appID := fmt.Sprintf("%s-chaos-%d", example, cfg.seed&0xffffffff)
+	h := newHarness(t, bin, addrs, appID, cfg.guarantee, false, []string{"run", example}, t.TempDir(), chaosInstances)
 
 	produced := make(chan produceResult, 1)
 	go func() {

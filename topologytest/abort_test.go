@@ -393,18 +393,9 @@ var scenarios = []abortScenario{
 	{name: "tumbling early every interval", walls: true, build: windowScenario(window.Tumbling(100*time.Millisecond), topology.WithTrigger(window.EarlyEveryInterval(50*time.Millisecond)))},
 	{name: "sliding on watermark with lateness", build: windowScenario(window.Sliding(50*time.Millisecond), topology.AllowedLateness(20*time.Millisecond))},
 	{name: "sliding at close", build: windowScenario(window.Sliding(30*time.Millisecond), topology.EmitFinal())},
-	{name: "outer stream join", build: func(*int64) *topology.Topology {
-		tp := topology.New()
-		l := topology.From(tp, "in", serde.String, serde.Int64, topology.Watermarks(window.BoundedOutOfOrderness(20*time.Millisecond)))
-		r := topology.From(tp, "right", serde.String, serde.Int64, topology.Watermarks(window.BoundedOutOfOrderness(20*time.Millisecond)))
-		j := topology.OuterJoinStreams(l, r, topology.JoinWindowsBetween(10*time.Millisecond, 25*time.Millisecond).WithGrace(15*time.Millisecond),
-			func(_ string, lv int64, lok bool, rv int64, rok bool) string {
-				return fmt.Sprintf("%d/%t,%d/%t", lv, lok, rv, rok)
-			},
-			topology.StreamJoined[string, int64, int64]{Name: "j", Key: serde.String, Left: serde.Int64, Right: serde.Int64})
-		topology.To(j, "out", serde.String, serde.String)
-		return tp
-	}},
+	{name: "outer stream join", build: outerJoinScenario()},
+	// (Its records in memory: ops.JoinMemory undoes the aborted writes.)
+	{name: "outer stream join in memory", build: outerJoinScenario(topology.InMemory())},
 	{name: "timers", walls: true, build: func(wall *int64) *topology.Topology {
 		tp := topology.New()
 		in := topology.From(tp, "in", serde.String, serde.Int64, topology.Watermarks(window.BoundedOutOfOrderness(20*time.Millisecond)))
@@ -435,6 +426,23 @@ var scenarios = []abortScenario{
 		topology.To(out, "out", serde.String, serde.String)
 		return tp
 	}},
+}
+
+// outerJoinScenario is an outer stream join, its stores made with
+// stores.
+func outerJoinScenario(stores ...topology.StoreOption) func(*int64) *topology.Topology {
+	return func(*int64) *topology.Topology {
+		tp := topology.New()
+		l := topology.From(tp, "in", serde.String, serde.Int64, topology.Watermarks(window.BoundedOutOfOrderness(20*time.Millisecond)))
+		r := topology.From(tp, "right", serde.String, serde.Int64, topology.Watermarks(window.BoundedOutOfOrderness(20*time.Millisecond)))
+		j := topology.OuterJoinStreams(l, r, topology.JoinWindowsBetween(10*time.Millisecond, 25*time.Millisecond).WithGrace(15*time.Millisecond),
+			func(_ string, lv int64, lok bool, rv int64, rok bool) string {
+				return fmt.Sprintf("%d/%t,%d/%t", lv, lok, rv, rok)
+			},
+			topology.StreamJoined[string, int64, int64]{Name: "j", Key: serde.String, Left: serde.Int64, Right: serde.Int64, Stores: stores})
+		topology.To(j, "out", serde.String, serde.String)
+		return tp
+	}
 }
 
 func TestAbortReplayOfScenarios(t *testing.T) {

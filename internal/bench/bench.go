@@ -133,7 +133,7 @@ type Result struct {
 }
 
 // Scenarios lists the scenario names in run order.
-var Scenarios = []string{"pipe", "stateless", "count", "windowed", "wordcount", "billing", "restore", "stream-join", "table-join"}
+var Scenarios = []string{"pipe", "stateless", "count", "windowed", "wordcount", "billing", "restore", "stream-join", "stream-join-memory", "table-join"}
 
 // job is a scenario's job, running.
 type job struct {
@@ -607,6 +607,8 @@ func scenarioList() []scenario {
 		}, billingOptions()...), verify: verifyBilling},
 		{name: "stream-join", input: joinInput, note: "inner stream–stream join of two topics (in, in2: half the input each, both counted) in a 1-minute window, Pebble window stores",
 			run: runTopology(streamJoinTopology), verify: verifyStreamJoin},
+		{name: "stream-join-memory", input: joinInput, note: "stream-join with the window's records in memory (topology.InMemory), restored from the changelogs whenever a task opens",
+			run: runTopology(streamJoinMemoryTopology), verify: verifyStreamJoin},
 		{name: "table-join", input: keyed, note: "stream enriched from a table of 100,000 keys (loaded into Pebble before the timed run)",
 			prepare: prepareTableJoin, prepareFirst: true, run: runTableJoin, verify: verifyTableJoin},
 	}

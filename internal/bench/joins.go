@@ -61,13 +61,19 @@ func joinValue(side byte, i int) []byte {
 	return v
 }
 
-func streamJoinTopology() *topology.Topology {
+func streamJoinTopology() *topology.Topology { return streamJoinTopologyOf() }
+
+// streamJoinMemoryTopology is stream-join's topology with the window's
+// records in memory (topology.InMemory: ops.JoinMemory).
+func streamJoinMemoryTopology() *topology.Topology { return streamJoinTopologyOf(topology.InMemory()) }
+
+func streamJoinTopologyOf(stores ...topology.StoreOption) *topology.Topology {
 	t := topology.New()
 	wm := topology.Watermarks(window.BoundedOutOfOrderness(windowBound))
 	l := topology.From(t, "in", serde.String, serde.Bytes, wm)
 	r := topology.From(t, "in2", serde.String, serde.Bytes, wm)
 	j := topology.JoinStreams(l, r, topology.JoinWindows(joinWithin), joinValues,
-		topology.StreamJoined[string, []byte, []byte]{Name: "bench-join", Key: serde.String, Left: serde.Bytes, Right: serde.Bytes})
+		topology.StreamJoined[string, []byte, []byte]{Name: "bench-join", Key: serde.String, Left: serde.Bytes, Right: serde.Bytes, Stores: stores})
 	topology.To(j, "out", serde.String, serde.Bytes)
 	return t
 }
