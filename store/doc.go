@@ -18,6 +18,11 @@
 // wipe: on restart the store replays only the changelog tail past
 // Engine.Checkpoint.
 //
+// The one exception is a Direct engine, which lives in memory alone and
+// undoes the open transaction's writes itself (a stream join's buffer,
+// ops.JoinMemory): a Staged over it stages nothing, and a crash loses the
+// engine whole, which the changelog rebuilds.
+//
 // One commit, as the runtime drives it:
 //
 //	eng, err := store.OpenPebble(filepath.Join(stateDir, taskID, "counts"))

@@ -59,6 +59,10 @@ import (
 // lookup of its own, and a unit's Rollback or an Abort takes them back with
 // the writes.
 //
+// Over a Direct engine (direct.go) a Staged stages nothing: each write
+// goes to the engine and its changelog record out at once, and the engine
+// undoes what an Abort or a Rollback takes back.
+//
 // A Staged is used by one goroutine (its task's); only the Engine beneath it
 // may be read by others.
 type Staged struct {
@@ -1410,6 +1414,7 @@ func (s *Staged) Dirty() int { return len(s.dirty) }
 // instance's memory budget counts (processor.MemoryBudget). After a Commit
 // it is at most the read cache's bound (WithReadCache). What is attached
 // to the store and Sized counts too.
+// Over a Direct engine, so does what the engine could undo.
 func (s *Staged) Bytes() int {
 	n := s.cached + s.attachedBytes()
 	if s.direct != nil {
