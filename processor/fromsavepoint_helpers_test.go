@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-streams/sluice/internal/exec"
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/savepoint"
 	"github.com/sluice-streams/sluice/store"
@@ -137,7 +138,7 @@ func takeSavepoint(t *testing.T, addrs []string, tp *topology.Topology, appID, d
 			last := int64(-1)
 			for _, r := range recs {
 				if r.Partition == p {
-					ws = append(ws, store.Write{Key: r.Key, Value: r.Value})
+					ws = append(ws, task.ChangelogWrite(r)) // a range record drops its range
 					last = r.Offset
 				}
 			}

@@ -157,6 +157,53 @@ func billingJob() forkJob {
 	}
 }
 
+// memoryJoinJob: an inner stream join whose window is in memory
+// (topology.InMemory: ops.JoinMemory), its left and right records split
+// from one input by their value's first letter; keys of every length and
+// UUIDs. The savepoint copies its stores from their changelogs.
+func memoryJoinJob() forkJob {
+	return forkJob{
+		outputs: 1,
+		build: func(in string, o []string) *topology.Topology {
+			tp := topology.New()
+			s := topology.From(tp, in, serde.String, serde.String, topology.Watermarks(window.BoundedOutOfOrderness(50*time.Millisecond)))
+			l := topology.Filter(s, func(_, v string) bool { return strings.HasPrefix(v, "L") })
+			r := topology.Filter(s, func(_, v string) bool { return strings.HasPrefix(v, "R") })
+			j := topology.JoinStreams(l, r, topology.JoinWindows(200*time.Millisecond), func(_, a, b string) string { return a + "+" + b },
+				topology.StreamJoined[string, string, string]{Name: "mj", Key: serde.String, Left: serde.String, Right: serde.String,
+					Stores: []topology.StoreOption{topology.InMemory()}})
+			topology.To(j, o[0], serde.String, serde.String)
+			return tp
+		},
+		records: func() []*kgo.Record {
+			keys := testkeys.All()
+			base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			var rs []*kgo.Record
+			for i := range 900 {
+				side := "L"
+				if i%3 == 0 {
+					side = "R"
+				}
+				ts := base.Add(time.Duration(i*10-i%4*20) * time.Millisecond) // a little out of order
+				// Six records in a row of a key, 60 ms: they join.
+				rs = append(rs, &kgo.Record{Key: []byte(keys[(i/6)%len(keys)]), Value: []byte(fmt.Sprint(side, i)), Timestamp: ts})
+			}
+			return rs
+		},
+		compare: func(got, want []map[string][]string) string {
+			// A pair comes out when its second record arrives, in
+			// the one task of its key: in order.
+			if d := diffPerKey(got[0], want[0]); d != "" {
+				return "joined: " + d
+			}
+			if len(want[0]) < 50 {
+				return fmt.Sprintf("the uninterrupted run joined only %d keys' records", len(want[0]))
+			}
+			return ""
+		},
+	}
+}
+
 func sortedValues(m map[string][]string) map[string][]string {
 	out := map[string][]string{}
 	for k, v := range m {
@@ -351,6 +398,7 @@ func commitManifestOffsets(t *testing.T, addrs []string, group string, m *savepo
 func TestFromSavepointForkEqualsUninterrupted(t *testing.T) {
 	t.Run("pageviews", func(t *testing.T) { runFork(t, pageViewsJob(), false, true) })
 	t.Run("billing", func(t *testing.T) { runFork(t, billingJob(), false, true) })
+	t.Run("memory join", func(t *testing.T) { runFork(t, memoryJoinJob(), false, true) })
 }
 
 // TestFromSavepointAfterResetEqualsUninterrupted: the same with the

@@ -90,12 +90,12 @@ func (s *Staged) directDropRange(start, end []byte) error {
 		}
 		return err
 	}
-	any, err := s.direct.DeleteRange(start, end)
+	dropped, err := s.direct.DeleteRange(start, end)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.name, err)
 	}
 	// An empty range is no drop, as with a stage (DropRange).
-	if any && s.rangeLog != nil {
+	if dropped && s.rangeLog != nil {
 		s.stats.ChangelogRecords++
 		s.rangeLog(bytes.Clone(start), bytes.Clone(end))
 	}

@@ -21,9 +21,9 @@ import (
 // memory (topology.InMemory): Kafka Streams' in-memory window store, laid
 // out for the join's reads. The side's records (j keys, layout.JoinKey)
 // are kept by segment, then by key, each key's in (time, sequence) order,
-// so that the join's range over a key's records in a segment is two map
-// lookups, its store of a record an append, and the drop of a due segment
-// the removal of one map entry. Every other key (an outer side's x index,
+// so that the join's range over a key's records in a segment is a map
+// lookup, its store of a record an append, and the drop of a due segment
+// the removal of one entry of a short list. Every other key (an outer side's x index,
 // the task's time state) is kept in a B-tree. Range and the Engine's
 // other reads see both, in byte order, as they would the keys.
 //
