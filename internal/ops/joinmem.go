@@ -39,6 +39,10 @@ type JoinMemory struct {
 	// one: a join's side holds two or three.
 	segs []*memSegment
 	rest *btreemap.BTreeMap[[]byte, []byte]
+	// restJ counts the B-tree's keys that start with j (that are no j
+	// key: too short, a varint not in its shortest form): while there
+	// are none, a range within a key's records need not seek it.
+	restJ int
 
 	checkpoint int64
 	closed     bool
@@ -287,16 +291,37 @@ func (m *JoinMemory) put(key, value []byte, undo bool) (k, v []byte) {
 		}
 		return k, v
 	}
-	_, old, had := m.rest.ReplaceOrInsert(k, v)
-	if had {
-		m.size.Add(int64(len(v) - len(old)))
-	} else {
-		m.size.Add(int64(len(k) + len(v)))
-	}
+	old, had := m.restSet(k, v)
 	if undo {
 		m.log(memUndo{kind: undoRest, key: k, val: old, had: had})
 	}
 	return k, v
+}
+
+// restSet writes v under k in the B-tree and returns what k held.
+func (m *JoinMemory) restSet(k, v []byte) (old []byte, had bool) {
+	_, old, had = m.rest.ReplaceOrInsert(k, v)
+	if had {
+		m.size.Add(int64(len(v) - len(old)))
+		return old, true
+	}
+	m.size.Add(int64(len(k) + len(v)))
+	if len(k) > 0 && k[0] == layout.JoinRecord {
+		m.restJ++
+	}
+	return nil, false
+}
+
+// restDel deletes k from the B-tree and returns the key and value it held.
+func (m *JoinMemory) restDel(key []byte) (k, old []byte, had bool) {
+	k, old, had = m.rest.Delete(key)
+	if had {
+		m.size.Add(-int64(len(k) + len(old)))
+		if len(k) > 0 && k[0] == layout.JoinRecord {
+			m.restJ--
+		}
+	}
+	return k, old, had
 }
 
 // del deletes key, logging its undo if undo.
@@ -308,12 +333,9 @@ func (m *JoinMemory) del(key []byte, undo bool) bool {
 		}
 		return had
 	}
-	k, old, had := m.rest.Delete(key)
-	if had {
-		m.size.Add(-int64(len(k) + len(old)))
-		if undo {
-			m.log(memUndo{kind: undoRest, key: k, val: old, had: true})
-		}
+	k, old, had := m.restDel(key)
+	if had && undo {
+		m.log(memUndo{kind: undoRest, key: k, val: old, had: true})
 	}
 	return had
 }
@@ -445,16 +467,15 @@ func (m *JoinMemory) Range(start, end []byte, fn func(key, value []byte) error) 
 	if err := m.usable(); err != nil {
 		return err
 	}
-	restIn := m.restIn(start, end)
-	if restIn == nil {
-		if segStart, part, ok := oneKey(start, end); ok {
-			if _, mk := m.find(segStart, part); mk != nil {
-				_, err := keyRange(segStart, mk, start, end, nil, fn)
-				return err
-			}
-			return nil
+	// Every key of a range within one key's records starts with j.
+	if segStart, part, ok := oneKey(start, end); ok && m.restJ == 0 {
+		if _, mk := m.find(segStart, part); mk != nil {
+			_, err := keyRange(segStart, mk, start, end, nil, fn)
+			return err
 		}
+		return nil
 	}
+	restIn := m.restIn(start, end)
 	// The B-tree's keys in range merge with the records: each goes
 	// before the first record above it.
 	var buf []byte
@@ -621,6 +642,7 @@ func (m *JoinMemory) Wipe() error {
 func (m *JoinMemory) reset() {
 	m.segs = nil
 	m.rest = btreemap.New[[]byte, []byte](16, bytes.Compare)
+	m.restJ = 0
 	m.checkpoint = store.NoCheckpoint
 	m.size.Store(0)
 	m.dropUndo()
@@ -731,14 +753,9 @@ func (m *JoinMemory) undoOne(u *memUndo) {
 	case undoRest:
 		m.undoBytes -= len(u.val)
 		if u.had {
-			_, old, had := m.rest.ReplaceOrInsert(u.key, u.val)
-			if had {
-				m.size.Add(int64(len(u.val) - len(old)))
-			} else {
-				m.size.Add(int64(len(u.key) + len(u.val)))
-			}
-		} else if k, old, had := m.rest.Delete(u.key); had {
-			m.size.Add(-int64(len(k) + len(old)))
+			m.restSet(u.key, u.val)
+		} else {
+			m.restDel(u.key)
 		}
 	case undoSegment:
 		// The writes after the drop are undone already: no segment

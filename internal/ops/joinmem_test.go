@@ -240,9 +240,19 @@ func TestJoinMemoryMatchesModel(t *testing.T) {
 }
 
 // checkReplay checks that the committed changelog, replayed into a fresh
-// JoinMemory and a fresh store.Memory, holds what jm holds.
+// JoinMemory and a fresh store.Memory, holds what jm holds, and that jm
+// counts the B-tree's keys that start with j right.
 func checkReplay(t *testing.T, step int, jm *JoinMemory, log []store.Write) {
 	t.Helper()
+	js := 0
+	for k := range jm.rest.Ascend(bounds(nil, nil)) {
+		if len(k) > 0 && k[0] == layout.JoinRecord {
+			js++
+		}
+	}
+	if js != jm.restJ {
+		t.Fatalf("step %d: the B-tree holds %d keys that start with j, and counts %d", step, js, jm.restJ)
+	}
 	want := rangeDump(t, jm, nil, nil)
 	for _, e := range []store.Engine{NewJoinMemory(), store.NewMemory()} {
 		if err := e.Apply(log, int64(len(log))); err != nil {

@@ -50,6 +50,13 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	firstSeg int64
 	// nextClose is the earliest time an x entry of an outer side is due.
 	nextClose int64
+	// handled is the watermark the last OnWatermark removed everything
+	// due at, if handledOK: at it nothing else comes due, since a record
+	// stored since is not late, and so neither due nor in a due segment
+	// (the task calls OnWatermark after every record). An abort forgets
+	// it.
+	handled   int64
+	handledOK bool
 
 	// key and val are the buffers a record's own key and value are built
 	// in: the store copies what it is given. matches holds the other
@@ -231,6 +238,9 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 // an outer side's as each is due, emitting the unjoined ones in (time,
 // key) order, then every side's segments whose every record is due.
 func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
+	if p.handledOK && wm == p.handled {
+		return nil
+	}
 	own, _, err := p.keys()
 	if err != nil {
 		return err
@@ -241,7 +251,11 @@ func (p *StreamJoinSide[K, Own, Other, V]) OnWatermark(wm int64) error {
 			return err
 		}
 	}
-	return p.drop(wm)
+	if err := p.drop(wm); err != nil {
+		return err
+	}
+	p.handled, p.handledOK = wm, true
+	return nil
 }
 
 // close removes the records of an outer side that are due at wm, emitting
@@ -347,4 +361,5 @@ func segmentDue(segStart, seg, closeAfter, wm int64) bool {
 // (The stores' Abort drops their joinKeys.)
 func (p *StreamJoinSide[K, Own, Other, V]) OnAbort() {
 	p.firstSeg, p.nextClose = math.MinInt64, math.MinInt64
+	p.handledOK = false
 }
