@@ -3,7 +3,6 @@ package layout
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"github.com/sluice-streams/sluice/window"
 )
@@ -62,12 +61,6 @@ func AppendJoinKey(b, kb []byte, segStart, ts, seq int64) []byte {
 // joinKeyLen is the most bytes a join key of kb takes.
 func joinKeyLen(kb []byte) int { return 1 + 8 + binary.MaxVarintLen64 + len(kb) + 16 }
 
-// joinPrefix is the prefix of kb's join records in the segment at
-// segStart.
-func joinPrefix(kb []byte, segStart int64) []byte {
-	return appendJoinPrefix(make([]byte, 0, joinKeyLen(kb)), kb, segStart)
-}
-
 func appendJoinPrefix(b, kb []byte, segStart int64) []byte {
 	b = AppendTime(append(b, JoinRecord), segStart)
 	return append(binary.AppendUvarint(b, uint64(len(kb))), kb...)
@@ -79,8 +72,7 @@ func appendJoinPrefix(b, kb []byte, segStart int64) []byte {
 // appends to one prefix that has spare capacity write into one array,
 // and the range comes out [x, x), empty.
 func JoinRange(kb []byte, segStart, from, to int64) (start, end []byte) {
-	pre := slices.Clip(joinPrefix(kb, segStart))
-	return AppendTime(pre, from), AppendTime(pre, to+1)
+	return AppendJoinRange(nil, nil, kb, segStart, from, to)
 }
 
 // AppendJoinRange is JoinRange, its bounds appended to start and end: a

@@ -53,7 +53,7 @@ func TestJoinRangeEveryKeyLength(t *testing.T) {
 // UUID among them.
 func TestJoinRangeCheckCatchesSharedPrefix(t *testing.T) {
 	shared := func(kb []byte, seg, from, to int64) ([]byte, []byte) {
-		pre := joinPrefix(kb, seg)
+		pre := appendJoinPrefix(make([]byte, 0, joinKeyLen(kb)), kb, seg)
 		// lint:ignore appendalias the defect this control reintroduces
 		return AppendTime(pre, from), AppendTime(pre, to+1)
 	}
