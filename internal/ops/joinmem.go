@@ -208,10 +208,10 @@ func cmpRec(r memRec, ts int64, seq uint64) int {
 	return cmp.Compare(r.seq, seq)
 }
 
-// setRec writes val at the record's place; it returns the value held and
-// what undoes the write. part is never modified: a key new to the segment
+// setRec writes val at the record's place; it returns what undoes the
+// write. part is never modified: a key new to the segment
 // keeps it as its map key, with no copy.
-func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, val []byte) ([]byte, memUndo) {
+func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, val []byte) memUndo {
 	at, ok := m.segAt(segStart)
 	if !ok {
 		m.segs = slices.Insert(m.segs, at, &memSegment{start: segStart, keys: make(map[string]*memKey, m.lastKeys)})
@@ -231,11 +231,11 @@ func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, v
 		u.kind, u.val = undoSet, mk.recs[i].val
 		m.grow(sg, int64(len(val)-len(u.val)))
 		mk.recs[i].val = val
-		return val, u
+		return u
 	}
 	mk.recs = slices.Insert(mk.recs, i, memRec{ts: ts, seq: seq, val: val})
 	m.grow(sg, int64(len(val)+16+memRecOverhead))
-	return val, u
+	return u
 }
 
 // removeRec removes the record at its place; it returns its value and
@@ -285,7 +285,7 @@ func (m *JoinMemory) put(key, value []byte, undo bool) (k, v []byte) {
 	copy(k, key)
 	copy(v, value)
 	if segStart, part, ts, seq, ok := layout.SplitJoinKey(k); ok {
-		_, u := m.setRec(segStart, part, ts, seq, v)
+		u := m.setRec(segStart, part, ts, seq, v)
 		if undo {
 			m.log(u)
 		}

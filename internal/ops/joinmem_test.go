@@ -40,7 +40,8 @@ func (m *memStore) commit(t *testing.T) {
 
 func (m *memStore) abort() { m.st.Abort(); m.txn = nil }
 
-// rangeDump is every key and value of s in Range's order.
+// rangeDump lists every key and value of r in [start, end) (nil: open),
+// in Range's order, for comparing two stores or two runs.
 func rangeDump(t *testing.T, r interface {
 	Range(start, end []byte, fn func(k, v []byte) error) error
 }, start, end []byte) []string {
@@ -142,107 +143,138 @@ func TestJoinMemoryMatchesModel(t *testing.T) {
 	keys := memKeys()
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 7))
-			jm := NewJoinMemory()
-			a, b := newMemStore(jm), newMemStore(store.NewMemory())
-			marked, aMark, bMark := false, 0, 0
-			// The last seeds' transactions are long: thousands of
-			// undo steps, over several of the log's chunks, and every
-			// 4000th step aborts what the transaction holds.
-			long := seed >= 6
-			mostUndo := 0
-			for step := range 12000 {
-				var errA, errB error
-				op := rng.IntN(100)
-				if long && op >= 94 && rng.IntN(150) != 0 {
-					op = 0
-				}
-				if long && step%4000 == 3999 && step < 10000 && !marked {
-					op = 99
-				}
-				mostUndo = max(mostUndo, jm.undo.n)
-				switch {
-				case op < 45:
-					k, v := keys[rng.IntN(len(keys))], []byte(fmt.Sprint(step))
-					if rng.IntN(8) == 0 {
-						v = []byte{}
-					}
-					errA, errB = a.st.Put(k, v), b.st.Put(k, v)
-				case op < 60:
-					k := keys[rng.IntN(len(keys))]
-					errA, errB = a.st.Delete(k), b.st.Delete(k)
-				case op < 64:
-					start, end := memRanges(keys, rng)
-					if start == nil {
-						start = []byte{}
-					}
-					if end == nil {
-						end = []byte{0xff, 0xff, 0xff}
-					}
-					errA, errB = a.st.DropRange(start, end), b.st.DropRange(start, end)
-				case op < 80:
-					k := keys[rng.IntN(len(keys))]
-					va, oka, ea := a.st.Get(k)
-					vb, okb, eb := b.st.Get(k)
-					if ea != nil || eb != nil || oka != okb || !bytes.Equal(va, vb) {
-						t.Fatalf("step %d: Get(%x) = %x %v %v, model %x %v %v", step, k, va, oka, ea, vb, okb, eb)
-					}
-				case op < 90:
-					start, end := memRanges(keys, rng)
-					if ga, gb := rangeDump(t, a.st, start, end), rangeDump(t, b.st, start, end); !slices.Equal(ga, gb) {
-						t.Fatalf("step %d: Range(%x, %x) = %d keys, model %d\n%q\n%q", step, start, end, len(ga), len(gb), ga, gb)
-					}
-					ka, va, oka, ea := a.st.First(start, end)
-					kb, vb, okb, eb := b.st.First(start, end)
-					if ea != nil || eb != nil || oka != okb || !bytes.Equal(ka, kb) || !bytes.Equal(va, vb) {
-						t.Fatalf("step %d: First(%x, %x) = %x, model %x", step, start, end, ka, kb)
-					}
-				case op < 94:
-					if marked {
-						if rng.IntN(2) == 0 {
-							a.st.Rollback()
-							b.st.Rollback()
-							// The model's changelog records of the
-							// unit are the caller's to drop; a task
-							// drops both.
-							a.txn, b.txn = a.txn[:aMark], b.txn[:bMark]
-						} else {
-							a.st.Release()
-							b.st.Release()
-						}
-						marked = false
-					} else {
-						a.st.Mark()
-						b.st.Mark()
-						aMark, bMark = len(a.txn), len(b.txn)
-						marked = true
-					}
-				case op < 98 && !marked:
-					a.commit(t)
-					b.commit(t)
-					checkReplay(t, step, jm, a.committed)
-				case !marked:
-					a.abort()
-					b.abort()
-				}
-				if (errA == nil) != (errB == nil) {
-					t.Fatalf("step %d: errors %v, model %v", step, errA, errB)
-				}
-			}
-			if got := rangeDump(t, a.st, nil, nil); len(got) == 0 {
-				t.Fatal("the store ended empty: the steps wrote too little to compare")
-			}
-			if long && mostUndo <= undoChunk {
-				t.Fatalf("at most %d steps to undo: the long transactions kept to one chunk of the log", mostUndo)
+			if err := memModel(t, seed, keys, func(jm *JoinMemory) store.Engine { return jm }); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
 }
 
+// forgetfulMemory is a JoinMemory whose Abort forgets the transaction's
+// writes' undo without undoing them: the fault
+// TestJoinMemoryModelCatchesAnAbortKept must see.
+type forgetfulMemory struct{ *JoinMemory }
+
+func (f forgetfulMemory) Abort() { f.dropUndo() }
+
+// TestJoinMemoryModelCatchesAnAbortKept is memModel's negative control:
+// over an engine that keeps an aborted transaction's writes, it reports a
+// difference from the model.
+func TestJoinMemoryModelCatchesAnAbortKept(t *testing.T) {
+	err := memModel(t, 0, memKeys(), func(jm *JoinMemory) store.Engine { return forgetfulMemory{jm} })
+	if err == nil {
+		t.Fatal("the model check passes an engine that keeps what an abort should undo")
+	}
+	t.Logf("caught: %v", err)
+}
+
+// memModel runs TestJoinMemoryMatchesModel's steps for seed over the
+// engine engine makes of a JoinMemory, and returns the first difference
+// from the model it sees.
+func memModel(t *testing.T, seed uint64, keys [][]byte, engine func(*JoinMemory) store.Engine) error {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	jm := NewJoinMemory()
+	a, b := newMemStore(engine(jm)), newMemStore(store.NewMemory())
+	marked, aMark, bMark := false, 0, 0
+	// The last seeds' transactions are long: thousands of
+	// undo steps, over several of the log's chunks, and every
+	// 4000th step aborts what the transaction holds.
+	long := seed >= 6
+	mostUndo := 0
+	for step := range 12000 {
+		var errA, errB error
+		op := rng.IntN(100)
+		if long && op >= 94 && rng.IntN(150) != 0 {
+			op = 0
+		}
+		if long && step%4000 == 3999 && step < 10000 && !marked {
+			op = 99
+		}
+		mostUndo = max(mostUndo, jm.undo.n)
+		switch {
+		case op < 45:
+			k, v := keys[rng.IntN(len(keys))], []byte(fmt.Sprint(step))
+			if rng.IntN(8) == 0 {
+				v = []byte{}
+			}
+			errA, errB = a.st.Put(k, v), b.st.Put(k, v)
+		case op < 60:
+			k := keys[rng.IntN(len(keys))]
+			errA, errB = a.st.Delete(k), b.st.Delete(k)
+		case op < 64:
+			start, end := memRanges(keys, rng)
+			if start == nil {
+				start = []byte{}
+			}
+			if end == nil {
+				end = []byte{0xff, 0xff, 0xff}
+			}
+			errA, errB = a.st.DropRange(start, end), b.st.DropRange(start, end)
+		case op < 80:
+			k := keys[rng.IntN(len(keys))]
+			va, oka, ea := a.st.Get(k)
+			vb, okb, eb := b.st.Get(k)
+			if ea != nil || eb != nil || oka != okb || !bytes.Equal(va, vb) {
+				return fmt.Errorf("step %d: Get(%x) = %x %v %v, model %x %v %v", step, k, va, oka, ea, vb, okb, eb)
+			}
+		case op < 90:
+			start, end := memRanges(keys, rng)
+			if ga, gb := rangeDump(t, a.st, start, end), rangeDump(t, b.st, start, end); !slices.Equal(ga, gb) {
+				return fmt.Errorf("step %d: Range(%x, %x) = %d keys, model %d\n%q\n%q", step, start, end, len(ga), len(gb), ga, gb)
+			}
+			ka, va, oka, ea := a.st.First(start, end)
+			kb, vb, okb, eb := b.st.First(start, end)
+			if ea != nil || eb != nil || oka != okb || !bytes.Equal(ka, kb) || !bytes.Equal(va, vb) {
+				return fmt.Errorf("step %d: First(%x, %x) = %x, model %x", step, start, end, ka, kb)
+			}
+		case op < 94:
+			if marked {
+				if rng.IntN(2) == 0 {
+					a.st.Rollback()
+					b.st.Rollback()
+					// The model's changelog records of the
+					// unit are the caller's to drop; a task
+					// drops both.
+					a.txn, b.txn = a.txn[:aMark], b.txn[:bMark]
+				} else {
+					a.st.Release()
+					b.st.Release()
+				}
+				marked = false
+			} else {
+				a.st.Mark()
+				b.st.Mark()
+				aMark, bMark = len(a.txn), len(b.txn)
+				marked = true
+			}
+		case op < 98 && !marked:
+			a.commit(t)
+			b.commit(t)
+			if err := checkReplay(t, step, jm, a.committed); err != nil {
+				return err
+			}
+		case !marked:
+			a.abort()
+			b.abort()
+		}
+		if (errA == nil) != (errB == nil) {
+			return fmt.Errorf("step %d: errors %v, model %v", step, errA, errB)
+		}
+	}
+	if got := rangeDump(t, a.st, nil, nil); len(got) == 0 {
+		t.Fatal("the store ended empty: the steps wrote too little to compare")
+	}
+	if long && mostUndo <= undoChunk {
+		t.Fatalf("at most %d steps to undo: the long transactions kept to one chunk of the log", mostUndo)
+	}
+	return nil
+}
+
 // checkReplay checks that the committed changelog, replayed into a fresh
 // JoinMemory and a fresh store.Memory, holds what jm holds, and that jm
 // counts the B-tree's keys that start with j right.
-func checkReplay(t *testing.T, step int, jm *JoinMemory, log []store.Write) {
+func checkReplay(t *testing.T, step int, jm *JoinMemory, log []store.Write) error {
 	t.Helper()
 	js := 0
 	for k := range jm.rest.Ascend(bounds(nil, nil)) {
@@ -251,7 +283,7 @@ func checkReplay(t *testing.T, step int, jm *JoinMemory, log []store.Write) {
 		}
 	}
 	if js != jm.restJ {
-		t.Fatalf("step %d: the B-tree holds %d keys that start with j, and counts %d", step, js, jm.restJ)
+		return fmt.Errorf("step %d: the B-tree holds %d keys that start with j, and counts %d", step, js, jm.restJ)
 	}
 	want := rangeDump(t, jm, nil, nil)
 	for _, e := range []store.Engine{NewJoinMemory(), store.NewMemory()} {
@@ -259,9 +291,10 @@ func checkReplay(t *testing.T, step int, jm *JoinMemory, log []store.Write) {
 			t.Fatal(err)
 		}
 		if got := rangeDump(t, e, nil, nil); !slices.Equal(got, want) {
-			t.Fatalf("step %d: the changelog's replay into %T holds %d keys, the store %d", step, e, len(got), len(want))
+			return fmt.Errorf("step %d: the changelog's replay into %T holds %d keys, the store %d", step, e, len(got), len(want))
 		}
 	}
+	return nil
 }
 
 // TestJoinMemoryCannotApplyOverATransaction: a restore's batch never

@@ -119,19 +119,6 @@ func windowTestSum(_ string, v, a int64, ok bool) int64 {
 	return a + v
 }
 
-// windowDump lists every entry of a store, for comparing two runs.
-func windowDump(t *testing.T, st *store.Staged) []string {
-	t.Helper()
-	var out []string
-	if err := st.Range(nil, nil, func(k, v []byte) error {
-		out = append(out, fmt.Sprintf("%x=%x", k, v))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func windowTestNew(t *testing.T, c WindowConfig[string, int64, int64], e store.Engine) (*Window[string, int64, int64], *windowTestCtx) {
 	t.Helper()
 	c.Store, c.Keys, c.Windowed, c.LateChild = "w", serde.String, windowTestKeyOf, "late"
@@ -208,7 +195,7 @@ func TestWindowTumblingFiresLateAndCloses(t *testing.T) {
 	if !slices.Equal(ctx.out, want) {
 		t.Fatalf("at the end:\n got %v\nwant %v", ctx.out, want)
 	}
-	if left := windowDump(t, ctx.st); len(left) != 0 {
+	if left := rangeDump(t, ctx.st, nil, nil); len(left) != 0 {
 		t.Fatalf("closed windows left %d entries, first %s", len(left), left[0])
 	}
 }
@@ -248,7 +235,7 @@ func TestWindowSessionsMergeAndRetract(t *testing.T) {
 	if err := p.Spill(); err != nil {
 		t.Fatal(err)
 	}
-	if left := windowDump(t, ctx.st); len(left) != 0 {
+	if left := rangeDump(t, ctx.st, nil, nil); len(left) != 0 {
 		t.Fatalf("closed sessions left %d entries, first %s", len(left), left[0])
 	}
 }
@@ -365,7 +352,7 @@ func TestWindowSessionElementsMerge(t *testing.T) {
 	if err := p.Spill(); err != nil {
 		t.Fatal(err)
 	}
-	if left := windowDump(t, ctx.st); len(left) != 0 {
+	if left := rangeDump(t, ctx.st, nil, nil); len(left) != 0 {
 		t.Fatalf("closed sessions left %d entries, first %s", len(left), left[0])
 	}
 }
@@ -465,7 +452,7 @@ func TestWindowAbortReplays(t *testing.T) {
 		ctx.out, ctx.wm = nil, window.NoWatermark
 		second(ctx, p)
 		commit(p, ctx.st)
-		same := slices.Equal(ctx.out, ref.out) && slices.Equal(windowDump(t, ctx.st), windowDump(t, ref.st))
+		same := slices.Equal(ctx.out, ref.out) && slices.Equal(rangeDump(t, ctx.st, nil, nil), rangeDump(t, ref.st, nil, nil))
 		if onAbort && !same {
 			t.Fatalf("replay after the abort forwarded %d results (want %d) or left a different store", len(ctx.out), len(ref.out))
 		}
