@@ -138,7 +138,10 @@ func takeSavepoint(t *testing.T, addrs []string, tp *topology.Topology, appID, d
 			last := int64(-1)
 			for _, r := range recs {
 				if r.Partition == p {
-					ws = append(ws, task.ChangelogWrite(r)) // a range record drops its range
+					// A range record drops its range; a pack holds writes.
+					if ws, err = task.AppendChangelogWrites(ws, r); err != nil {
+						t.Fatal(err)
+					}
 					last = r.Offset
 				}
 			}

@@ -146,13 +146,17 @@ func restoreTo(ctx context.Context, adm *kadm.Client, clientOpts func(...kgo.Opt
 			if r.Attrs.IsControl() || src != nil && !src.accepts(r.Key, r.Value) {
 				continue
 			}
-			w := store.Write{Key: r.Key, Value: r.Value}
 			if src == nil {
-				w = task.ChangelogWrite(r) // a changelog's: it may drop a range
+				// A changelog's: it may drop a range or hold a pack.
+				var err error
+				if batch, err = task.AppendChangelogWrites(batch, r); err != nil {
+					return restored, err
+				}
+			} else {
+				batch = append(batch, store.Write{Key: r.Key, Value: r.Value})
 			}
-			batch = append(batch, w)
 			restored++
-			if len(batch) == restoreBatch {
+			if len(batch) >= restoreBatch {
 				if err := eng.Apply(batch, last); err != nil {
 					return restored, err
 				}

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-streams/sluice/savepoint"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/state"
+	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/window"
 )
@@ -255,6 +256,19 @@ func checkCut(addrs []string, sp *savepoint.Savepoint, in string, want map[strin
 					for k := range fold {
 						if k >= string(r.Key) && k < string(r.Value) {
 							delete(fold, k)
+						}
+					}
+				case slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.PackHeader }):
+					// A stream join's records, packed by segment.
+					ws, err := store.UnpackWrites(nil, r.Key, r.Value)
+					if err != nil {
+						return err
+					}
+					for _, w := range ws {
+						if w.Value == nil {
+							delete(fold, string(w.Key))
+						} else {
+							fold[string(w.Key)] = w.Value
 						}
 					}
 				case r.Value == nil:

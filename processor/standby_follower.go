@@ -308,10 +308,13 @@ func (s *standbySet) apply(fs kgo.Fetches) error {
 			}
 			last = r.Offset
 			if !r.Attrs.IsControl() {
-				batch = append(batch, task.ChangelogWrite(r))
+				if batch, err = task.AppendChangelogWrites(batch, r); err != nil {
+					fail(err)
+					return
+				}
 				n++
 			}
-			if len(batch) == restoreBatch {
+			if len(batch) >= restoreBatch {
 				if err := ss.eng.Apply(batch, last); err != nil {
 					fail(err)
 					return

@@ -181,6 +181,37 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 		}
 	}
 
+	// A pack (names.PackHeader: a stream join's records, by segment):
+	// the copy applies the writes it holds, in order.
+	packer := store.NewStaged("pack", store.NewMemory(), store.WithPacking(store.Packing{Group: func(k []byte) int { return min(len(k), 1) }, Mark: []byte{0}}))
+	var pack *kgo.Record
+	packer.SetPackChangelog(func(k, v []byte) {
+		pack = &kgo.Record{Key: k, Value: v, Headers: []kgo.RecordHeader{{Key: names.PackHeader}}}
+	})
+	for _, w := range []store.Write{{Key: []byte("c3"), Value: []byte("packed")}, {Key: []byte("c2")}, {Key: []byte("c4"), Value: []byte("packed")}} {
+		if err := packer.Put(w.Key, w.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := packer.Flush(); err != nil || pack == nil {
+		t.Fatalf("no pack: %v", err)
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, pack).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	eng = waitCheckpoint(end() - 1)
+	for k, want := range map[string]bool{"c2": false, "c3": true, "c4": true, "c5": true} {
+		if has(eng, k) != want {
+			t.Errorf("after a pack that writes c3 and c4 and deletes c2: %s in the copy %v, want %v", k, !want, want)
+		}
+	}
+
 	// Promotion: the standby closes, the active task's restore finds
 	// nothing left to replay.
 	s.release(id)
@@ -199,9 +230,12 @@ func TestStandbyFollowsOnlyCommittedChangelog(t *testing.T) {
 	if n != 0 {
 		t.Errorf("restore on the standby copy replayed %d records, want 0", n)
 	}
-	// Negative control: a fresh store restores all 1022 committed records.
+	// Negative control: a fresh store restores all 1023 committed records.
 	fresh := store.NewMemory()
-	if n, err = restore(ctx, adm, a.cfg.kgoOpts, topic, 0, fresh, 10*time.Second, nil, &restoreProgress{log: a.log}); err != nil || n != 1022 {
-		t.Errorf("fresh restore: %d records, %v; want 1022", n, err)
+	if n, err = restore(ctx, adm, a.cfg.kgoOpts, topic, 0, fresh, 10*time.Second, nil, &restoreProgress{log: a.log}); err != nil || n != 1023 {
+		t.Errorf("fresh restore: %d records, %v; want 1023", n, err)
+	}
+	if !has(fresh, "c3") || has(fresh, "c2") {
+		t.Error("the fresh restore did not apply the pack's writes")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/internal/readback"
+	"github.com/sluice-streams/sluice/internal/task"
 	"github.com/sluice-streams/sluice/internal/testkeys"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
@@ -115,7 +116,7 @@ func TestStreamJoinDropsSegmentsAsRanges(t *testing.T) {
 	produce(left, "l2", 100_000)
 	produce(right, "r2", 100_000)
 	runThenWipe(t, build(), appID, addrs, dir, int64(4*len(keys)))
-	ranges, tombstones := 0, 0
+	ranges, tombstones, packs := 0, 0, 0
 	for _, side := range []string{"left", "right"} {
 		rs, err := readback.ReadCommitted(ctx, addrs, names.Changelog(appID, "jr-"+side))
 		if err != nil {
@@ -125,13 +126,26 @@ func TestStreamJoinDropsSegmentsAsRanges(t *testing.T) {
 			switch {
 			case slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.RangeDeleteHeader }):
 				ranges++
+			case slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.PackHeader }):
+				// The records, packed by segment: no delete among
+				// their writes either.
+				packs++
+				ws, err := task.AppendChangelogWrites(nil, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range ws {
+					if w.Value == nil {
+						tombstones++
+					}
+				}
 			case r.Value == nil:
 				tombstones++
 			}
 		}
 	}
-	if ranges == 0 || tombstones > 0 {
-		t.Fatalf("the changelogs hold %d range records and %d tombstones: want the due segments dropped as ranges, with no tombstone", ranges, tombstones)
+	if ranges == 0 || tombstones > 0 || packs == 0 {
+		t.Fatalf("the changelogs hold %d range records, %d tombstones and %d packs: want the records packed, and the due segments dropped as ranges, with no tombstone", ranges, tombstones, packs)
 	}
 	produce(right, "r3", 100_001)
 	runThenWipe(t, build(), appID, addrs, dir, int64(len(keys)))

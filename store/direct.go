@@ -57,9 +57,17 @@ type Direct interface {
 
 func (s *Staged) directPut(key, value []byte) error {
 	s.stats.Puts++
+	if s.pack != nil {
+		if err := s.packReady(); err != nil {
+			return err
+		}
+	}
 	k, v, err := s.direct.Put(key, value)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.name, err)
+	}
+	if s.pack != nil && s.changelog != nil && s.packWrite(k, v) {
+		return nil
 	}
 	if s.changelog != nil {
 		s.stats.ChangelogRecords++
@@ -70,12 +78,20 @@ func (s *Staged) directPut(key, value []byte) error {
 
 func (s *Staged) directDelete(key []byte) error {
 	s.stats.Deletes++
+	if s.pack != nil {
+		if err := s.packReady(); err != nil {
+			return err
+		}
+	}
 	held, err := s.direct.Delete(key)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.name, err)
 	}
 	// A key the engine lacked: the changelog's replay lacks it too (it
 	// heard of every write), so the tombstone would stand for nothing.
+	if held && s.pack != nil && s.changelog != nil && s.packWrite(key, nil) {
+		return nil
+	}
 	if held && s.changelog != nil {
 		s.stats.ChangelogRecords++
 		s.changelog(bytes.Clone(key), nil)
@@ -90,11 +106,21 @@ func (s *Staged) directDropRange(start, end []byte) error {
 		}
 		return err
 	}
+	if s.pack != nil {
+		if err := s.packReady(); err != nil {
+			return err
+		}
+	}
 	dropped, err := s.direct.DeleteRange(start, end)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.name, err)
 	}
-	// An empty range is no drop, as with a stage (DropRange).
+	// An empty range is no drop, as with a stage (DropRange). A pack's
+	// writes in a range the engine had nothing left of are undone by
+	// later writes in the same pack.
+	if dropped && s.pack != nil {
+		s.packsBeforeDrop(start, end)
+	}
 	if dropped && s.rangeLog != nil {
 		s.stats.ChangelogRecords++
 		s.rangeLog(bytes.Clone(start), bytes.Clone(end))
@@ -108,6 +134,12 @@ func (s *Staged) directFirst(start, end []byte) (key, value []byte, ok bool, err
 }
 
 func (s *Staged) directCommit(checkpoint int64) error {
+	if s.pack != nil {
+		if s.changelog != nil && s.pack.unflushed() {
+			return fmt.Errorf("%w: packed writes in store %s", ErrUnflushed, s.name)
+		}
+		s.pack.reset()
+	}
 	if err := s.direct.Commit(checkpoint); err != nil {
 		return fmt.Errorf("store: %s: %w", s.name, err)
 	}

@@ -57,6 +57,12 @@
 // heard of a key in a range, and so whether a drop stands for anything
 // that silent deletes would not.
 //
+// A store written once a record whose keys go by range drops (a stream
+// join's buffer) packs its changelog records (WithPacking): the writes of
+// one group of keys go out in one record (SetPackChangelog; the runtime
+// marks it with a header, and a restore replays the writes UnpackWrites
+// reads from it), since a Kafka record costs far more than its bytes.
+//
 // A table whose updates are forwarded once per key and flush (folding, Kafka
 // Streams' record cache) holds them in the stage too: PutHeld writes like
 // Put and keeps, with the key's entry, the write's record context and the

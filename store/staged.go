@@ -72,6 +72,8 @@ type Staged struct {
 	cache     bool
 	changelog func(key, value []byte)
 	rangeLog  func(start, end []byte)
+	packLog   func(key, value []byte)
+	pack      *packer // with WithPacking (pack.go)
 	// drops are the ranges dropped since the last Commit, as Writes with
 	// End set, in the order dropped: Commit applies them before the keys
 	// written. The changelog has heard of the first flushedDrops.
@@ -258,6 +260,9 @@ func NewStaged(name string, e Engine, opts ...StagedOption) *Staged {
 		o.apply(s)
 	}
 	s.direct, _ = e.(Direct)
+	if !s.cache && s.direct == nil {
+		s.pack = nil // (WithPacking)
+	}
 	return s
 }
 
@@ -1049,21 +1054,33 @@ func keyPrefix(k []byte) uint64 {
 // the last Flush, carrying its latest value, in the order the keys were first
 // written since then (which a replay repeats: invariant 5). The runtime calls
 // Flush right before ending the transaction; more writes may follow it and
-// are emitted by the next Flush. Without the cache it does nothing.
-func (s *Staged) Flush() {
+// are emitted by the next Flush. Without the cache it does nothing, except
+// that with packing (WithPacking) it sends the pending packs; with the cache
+// the packs carry the records of the keys packed.
+func (s *Staged) Flush() error {
+	if s.pack != nil {
+		if err := s.packReady(); err != nil {
+			return err
+		}
+	}
 	// The ranges first: a key written in a range after it was dropped
 	// must follow its record, and the keys written before, which it
 	// covers, are not emitted.
 	s.flushDrops()
-	if len(s.pending) == 0 {
-		return
-	}
 	for _, i := range s.pending {
 		e := &s.entries[i]
 		e.pending = false
+		if s.pack != nil && !e.silent() && s.packWrite(e.key, e.value) {
+			e.absent = false
+			continue
+		}
 		s.emit(e)
 	}
 	s.pending = s.pending[:0]
+	if s.pack != nil {
+		s.flushPacks()
+	}
+	return nil
 }
 
 // ErrUnflushed is returned by Commit when writes made with the cache on have
@@ -1083,6 +1100,9 @@ var ErrUnflushed = errors.New("store: commit with unflushed writes")
 func (s *Staged) Commit(checkpoint int64) error {
 	if s.direct != nil {
 		return s.directCommit(checkpoint)
+	}
+	if s.pack != nil {
+		s.pack.reset()
 	}
 	if s.changelog != nil && len(s.pending)+len(s.drops)-s.flushedDrops > 0 {
 		return fmt.Errorf("%w: %d keys and %d ranges in store %s", ErrUnflushed, len(s.pending), len(s.drops)-s.flushedDrops, s.name)
@@ -1198,6 +1218,9 @@ func (s *Staged) keepCommitted() {
 // any flushed records aborted with them. The cached values go too: the
 // aborted writes replaced the ones they overwrote.
 func (s *Staged) Abort() {
+	if s.pack != nil {
+		s.pack.reset()
+	}
 	if s.direct != nil {
 		s.direct.Abort()
 		clear(s.attached)
@@ -1271,6 +1294,9 @@ func (s *Staged) cacheBound() int { return max(s.cacheLimit-s.attachedBytes(), 0
 func (s *Staged) Mark() {
 	if s.direct != nil {
 		s.direct.Mark()
+		if s.pack != nil {
+			s.pack.mark()
+		}
 		return
 	}
 	s.marked = true
@@ -1283,6 +1309,9 @@ func (s *Staged) Mark() {
 func (s *Staged) Release() {
 	if s.direct != nil {
 		s.direct.Release()
+		if s.pack != nil {
+			s.pack.release()
+		}
 		return
 	}
 	s.marked = false
@@ -1294,6 +1323,9 @@ func (s *Staged) Release() {
 func (s *Staged) Rollback() {
 	if s.direct != nil {
 		s.direct.Rollback()
+		if s.pack != nil {
+			s.pack.rollback()
+		}
 		return
 	}
 	if !s.marked {
@@ -1419,6 +1451,9 @@ func (s *Staged) Bytes() int {
 	n := s.cached + s.attachedBytes()
 	if s.direct != nil {
 		n += s.direct.Undoing()
+	}
+	if s.pack != nil {
+		n += s.pack.bytes
 	}
 	return n
 }

@@ -107,6 +107,7 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 		spec.Windowed, spec.Retention = true, retention
 		spec.Query = nil // records by time, not a key's value: not queryable
 		spec.Layout = layout.KindJoin
+		spec.Packing = &ops.JoinPacking
 		if spec.InMemory {
 			spec.NewEngine = func() store.Engine { return ops.NewJoinMemory() }
 		}

@@ -307,6 +307,9 @@ type Store struct {
 	// of a store.Memory: one laid out for its operator (a stream join's,
 	// ops.JoinMemory).
 	NewEngine func() store.Engine
+	// Packing, if set, sends the writes of the keys it groups in packs
+	// of many (store.WithPacking): a stream join's records, by segment.
+	Packing *store.Packing
 	// Cache folds repeated updates of a key within a commit into one
 	// changelog record.
 	Cache bool

@@ -166,6 +166,21 @@ func AppendJoinKeyPart(b []byte, segStart int64, part string, ts int64, seq uint
 	return binary.BigEndian.AppendUint64(AppendTime(b, ts), seq)
 }
 
+// JoinPackGroup returns the length of a join record key's segment prefix
+// (j seg), by which the changelog packs the records' writes
+// (store.Packing), or 0 for a key of no join record.
+func JoinPackGroup(k []byte) int {
+	if len(k) > 9 && k[0] == JoinRecord {
+		return 9
+	}
+	return 0
+}
+
+// JoinPackMark follows a segment's prefix in the key of its changelog
+// packs: 0 as a uvarint of two bytes, not in its shortest form, so no join
+// key holds it there (SplitJoinKey).
+var JoinPackMark = []byte{0x80, 0x00}
+
 // uvarintLen is the length of n's shortest uvarint.
 func uvarintLen(n uint64) int {
 	w := 1

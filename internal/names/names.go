@@ -23,6 +23,11 @@ const (
 // it would store the record as a key.
 const RangeDeleteHeader = "sluice.range.delete"
 
+// PackHeader marks a changelog record that carries the writes of many keys
+// (store.WithPacking: a stream join's records, by segment): restore and
+// standbys replay the writes it holds (store.UnpackWrites).
+const PackHeader = "sluice.pack"
+
 // Repartition is the plan's name of the repartition topic the user named
 // name: name-repartition, which Internal prefixes with the application id.
 func Repartition(name string) string { return name + RepartitionSuffix }

@@ -20,25 +20,63 @@ import (
 type memStore struct {
 	st             *store.Staged
 	committed, txn []store.Write
+	memPacks
 }
 
 func newMemStore(e store.Engine, opts ...store.StagedOption) *memStore {
-	m := &memStore{st: store.NewStaged("m", e, opts...)}
-	m.st.SetChangelog(func(k, v []byte) { m.txn = append(m.txn, store.Write{Key: k, Value: v}) })
-	m.st.SetRangeChangelog(func(start, end []byte) { m.txn = append(m.txn, store.Write{Key: start, End: end}) })
+	m := &memStore{st: store.NewStaged("m", e, opts...), memPacks: memPacks{packKeys: map[string]bool{}}}
+	m.st.SetChangelog(func(k, v []byte) { m.txn = append(m.txn, store.Write{Key: k, Value: v}); m.records++ })
+	m.st.SetRangeChangelog(func(start, end []byte) { m.txn = append(m.txn, store.Write{Key: start, End: end}); m.records++ })
+	m.st.SetPackChangelog(func(k, v []byte) {
+		var err error
+		if m.txn, err = store.UnpackWrites(m.txn, k, v); err != nil {
+			m.err = err
+		}
+		m.txnPacks = append(m.txnPacks, string(k))
+		m.records++
+	})
 	return m
 }
 
-func (m *memStore) commit(t *testing.T) {
-	t.Helper()
-	m.st.Flush()
-	if err := m.st.Commit(store.NoCheckpoint); err != nil {
-		t.Fatal(err)
-	}
-	m.committed, m.txn = append(m.committed, m.txn...), nil
+// memStore's changelog is kept as the writes its records replay; records
+// counts them as Kafka would (a pack is one), and packKeys holds the keys
+// of the committed packs, each of which must be unique (store.Packing).
+type memPacks struct {
+	records  int64
+	txnPacks []string
+	packKeys map[string]bool
+	err      error
 }
 
-func (m *memStore) abort() { m.st.Abort(); m.txn = nil }
+func (m *memStore) commit(t *testing.T) error {
+	t.Helper()
+	if err := m.st.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if m.err != nil {
+		return m.err
+	}
+	// The checkpoint is the offset of the transaction's last record, as
+	// a task's.
+	cp := store.NoCheckpoint
+	if len(m.txn) > 0 || len(m.txnPacks) > 0 {
+		cp = m.records - 1
+	}
+	if err := m.st.Commit(cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range m.txnPacks {
+		if m.packKeys[k] {
+			return fmt.Errorf("two committed packs have the key %x", k)
+		}
+		m.packKeys[k] = true
+	}
+	m.committed, m.txn, m.txnPacks = append(m.committed, m.txn...), nil, nil
+	return nil
+}
+
+// abort drops the transaction's records; Kafka's offsets move past them.
+func (m *memStore) abort() { m.st.Abort(); m.txn, m.txnPacks = nil, nil }
 
 // rangeDump lists every key and value of r in [start, end) (nil: open),
 // in Range's order, for comparing two stores or two runs.
@@ -175,12 +213,21 @@ func memModel(t *testing.T, seed uint64, keys [][]byte, engine func(*JoinMemory)
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	jm := NewJoinMemory()
-	a, b := newMemStore(engine(jm)), newMemStore(store.NewMemory())
-	marked, aMark, bMark := false, 0, 0
+	long := seed >= 6
+	// Half the seeds, one of them long, pack the changelog records by
+	// segment, in packs small enough that many go out before a Flush,
+	// inside units too. (The other long seed commits nothing.)
+	var opts []store.StagedOption
+	if seed%2 == 1 && !long || seed == 6 {
+		p := JoinPacking
+		p.Limit = 200
+		opts = append(opts, store.WithPacking(p))
+	}
+	a, b := newMemStore(engine(jm), opts...), newMemStore(store.NewMemory(), opts...)
+	marked, aMark, bMark, aPacks, bPacks := false, 0, 0, 0, 0
 	// The last seeds' transactions are long: thousands of
 	// undo steps, over several of the log's chunks, and every
 	// 4000th step aborts what the transaction holds.
-	long := seed >= 6
 	mostUndo := 0
 	for step := range 12000 {
 		var errA, errB error
@@ -237,6 +284,7 @@ func memModel(t *testing.T, seed uint64, keys [][]byte, engine func(*JoinMemory)
 					// unit are the caller's to drop; a task
 					// drops both.
 					a.txn, b.txn = a.txn[:aMark], b.txn[:bMark]
+					a.txnPacks, b.txnPacks = a.txnPacks[:aPacks], b.txnPacks[:bPacks]
 				} else {
 					a.st.Release()
 					b.st.Release()
@@ -246,13 +294,24 @@ func memModel(t *testing.T, seed uint64, keys [][]byte, engine func(*JoinMemory)
 				a.st.Mark()
 				b.st.Mark()
 				aMark, bMark = len(a.txn), len(b.txn)
+				aPacks, bPacks = len(a.txnPacks), len(b.txnPacks)
 				marked = true
 			}
 		case op < 98 && !marked:
-			a.commit(t)
-			b.commit(t)
+			if err := errors.Join(a.commit(t), b.commit(t)); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
 			if err := checkReplay(t, step, jm, a.committed); err != nil {
 				return err
+			}
+			// The model's changelog, packed at its flushes, replays
+			// to its engine too.
+			replay := store.NewMemory()
+			if err := replay.Apply(b.committed, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rangeDump(t, replay, nil, nil), rangeDump(t, b.st.Engine(), nil, nil); !slices.Equal(got, want) {
+				return fmt.Errorf("step %d: the model's changelog replays to %d keys, its engine holds %d", step, len(got), len(want))
 			}
 		case !marked:
 			a.abort()
@@ -264,6 +323,9 @@ func memModel(t *testing.T, seed uint64, keys [][]byte, engine func(*JoinMemory)
 	}
 	if got := rangeDump(t, a.st, nil, nil); len(got) == 0 {
 		t.Fatal("the store ended empty: the steps wrote too little to compare")
+	}
+	if len(opts) > 0 && (len(a.packKeys) < 20 || len(b.packKeys) < 20) {
+		t.Fatalf("%d and %d packs committed: too few to test packing", len(a.packKeys), len(b.packKeys))
 	}
 	if long && mostUndo <= undoChunk {
 		t.Fatalf("at most %d steps to undo: the long transactions kept to one chunk of the log", mostUndo)

@@ -11,6 +11,12 @@ import (
 	"github.com/sluice-streams/sluice/window"
 )
 
+// JoinPacking packs a stream join's store's changelog records by segment
+// (store.WithPacking): the buffer takes a write a record, and one Kafka
+// record per write cost the join about as much as the rest of its work.
+// A segment's records go by its range drop, which suits packs.
+var JoinPacking = store.Packing{Group: layout.JoinPackGroup, Mark: layout.JoinPackMark}
+
 // StreamJoinConfig configures one side of a stream–stream join
 // (NewStreamJoinSide). Own is the side's value type, Other the other
 // side's.

@@ -302,24 +302,36 @@ var (
 	ErrRecordTooLarge   = exec.ErrRecordTooLarge
 )
 
-// rangeHeaders are the headers of a changelog record of a dropped range.
-var rangeHeaders = []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}
+// rangeHeaders and packHeaders are the headers of a changelog record of a
+// dropped range and of a pack.
+var (
+	rangeHeaders = []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}
+	packHeaders  = []kgo.RecordHeader{{Key: names.PackHeader}}
+)
 
-// ChangelogWrite is the write a changelog record r replays: a range delete
-// for the record of a dropped range (names.RangeDeleteHeader), else the
-// record's key and value. Only a changelog's records may be read so: a
-// user's topic (a source table's) could carry the header.
-func ChangelogWrite(r *kgo.Record) store.Write {
+// AppendChangelogWrites appends to ws the writes a changelog record r
+// replays: a range delete for the record of a dropped range
+// (names.RangeDeleteHeader), the writes a pack holds (names.PackHeader),
+// else the record's key and value. Only a changelog's records may be read
+// so: a user's topic (a source table's) could carry the headers.
+func AppendChangelogWrites(ws []store.Write, r *kgo.Record) ([]store.Write, error) {
 	for _, h := range r.Headers {
-		if h.Key == names.RangeDeleteHeader {
+		switch h.Key {
+		case names.RangeDeleteHeader:
 			end := r.Value
 			if end == nil {
 				end = []byte{} // [start, "") is empty, and End must be set
 			}
-			return store.Write{Key: r.Key, End: end}
+			return append(ws, store.Write{Key: r.Key, End: end}), nil
+		case names.PackHeader:
+			ws, err := store.UnpackWrites(ws, r.Key, r.Value)
+			if err != nil {
+				err = fmt.Errorf("processor: changelog record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			return ws, err
 		}
 	}
-	return store.Write{Key: r.Key, Value: r.Value}
+	return append(ws, store.Write{Key: r.Key, Value: r.Value}), nil
 }
 
 // DefaultAction is the action for an error class when nobody configured one.
@@ -412,6 +424,9 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		if !spec.Cache {
 			opts = append(opts, store.WithoutCache())
 		}
+		if spec.Packing != nil {
+			opts = append(opts, store.WithPacking(*spec.Packing))
+		}
 		st := store.NewStaged(name, eng, opts...)
 		t.stores[name] = st
 		t.engines[name] = eng
@@ -445,6 +460,11 @@ func New(id ID, sub *exec.SubTopology, plan *exec.Plan, cfg Config) (*Task, erro
 		st.SetRangeChangelog(func(start, end []byte) {
 			r := t.record()
 			r.Topic, r.Partition, r.Key, r.Value, r.Headers = topic, id.Partition, start, end, rangeHeaders
+			t.emit(r, promise)
+		})
+		st.SetPackChangelog(func(key, value []byte) {
+			r := t.record()
+			r.Topic, r.Partition, r.Key, r.Value, r.Headers = topic, id.Partition, key, value, packHeaders
 			t.emit(r, promise)
 		})
 	}
@@ -780,7 +800,9 @@ func (t *Task) Flush() error {
 		return err
 	}
 	for _, name := range t.order {
-		t.stores[name].Flush()
+		if err := t.stores[name].Flush(); err != nil {
+			return fmt.Errorf("processor: task %s: %w", t.id, err)
+		}
 	}
 	return nil
 }
