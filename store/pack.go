@@ -86,11 +86,11 @@ func UnpackWrites(dst []Write, key, value []byte) ([]Write, error) {
 	// One pass to size the keys' allocation, one to cut them.
 	size, count := 0, 0
 	for p := b; len(p) > 0; count++ {
-		suffix, v, del, rest, err := nextPacked(p)
+		suffix, _, _, rest, err := nextPacked(p)
 		if err != nil {
 			return dst, err
 		}
-		_, _, p = v, del, rest
+		p = rest
 		size += len(prefix) + len(suffix)
 	}
 	keys := make([]byte, 0, size)

@@ -1101,14 +1101,14 @@ func (s *Staged) Commit(checkpoint int64) error {
 	if s.direct != nil {
 		return s.directCommit(checkpoint)
 	}
-	if s.pack != nil {
-		s.pack.reset()
-	}
 	if s.changelog != nil && len(s.pending)+len(s.drops)-s.flushedDrops > 0 {
 		return fmt.Errorf("%w: %d keys and %d ranges in store %s", ErrUnflushed, len(s.pending), len(s.drops)-s.flushedDrops, s.name)
 	}
 	if len(s.held) > 0 {
 		return fmt.Errorf("%w: %d held updates in store %s", ErrUnflushed, len(s.held), s.name)
+	}
+	if s.pack != nil {
+		s.pack.reset() // (Flush sent every pack)
 	}
 	if len(s.dirty) == 0 && len(s.drops) == 0 && checkpoint == NoCheckpoint {
 		return nil
