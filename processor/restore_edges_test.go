@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -464,24 +465,150 @@ func TestRestoreReplaysRangeDeletes(t *testing.T) {
 				commitGroup(t, adm, "g", "cl", 0, offs[len(offs)-1]+1)
 				src = &sourceChangelog{group: "g", accepts: func(_, _ []byte) bool { return true }}
 			}
-			eng, err := store.OpenPebble(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer eng.Close()
-			if _, err := restore(ctx, adm, restoreOpts(addrs), "cl", 0, eng, 10*time.Second, src, &restoreProgress{log: quietLog()}); err != nil {
-				t.Fatal(err)
-			}
-			var got strings.Builder
-			if err := eng.Range(nil, nil, func(k, v []byte) error {
-				fmt.Fprintf(&got, "%q=%q ", k, v)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if want := replay(!tc.src); got.String() != want {
-				t.Fatalf("restored\n%s\nwant\n%s", got.String(), want)
+			if got, want := restoredDump(ctx, t, adm, addrs, "cl", src), replay(!tc.src); got != want {
+				t.Fatalf("restored\n%s\nwant\n%s", got, want)
 			}
 		})
 	}
+}
+
+// TestRestoreReplaysPacks: a changelog of packs (names.PackHeader: a
+// stream join's records, by segment), range records and records of their
+// own, written by a Staged that packs, over thirty transactions (keys of
+// every shape, written again and deleted, segments dropped, packs that go
+// out when full), restores to what the Staged's engine holds; and so does
+// the changelog once compacted, which takes no pack for another, since
+// their keys are unique. A pack cut short fails the restore with
+// store.ErrCorruptPack and names the record.
+func TestRestoreReplaysPacks(t *testing.T) {
+	b := edgeBroker(t)
+	addrs := b.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, topic := range []string{"cl", "bad"} {
+		if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := edgeClient(t, addrs, kgo.DefaultProduceTopic("cl"))
+	group := func(k []byte) int {
+		if len(k) > 2 && k[0] == 'j' {
+			return 2 // j seg
+		}
+		return 0
+	}
+	st := store.NewStaged("p", store.NewMemory(), store.WithPacking(store.Packing{Group: group, Mark: []byte{0}, Limit: 300}))
+	var txn []*kgo.Record
+	st.SetChangelog(func(k, v []byte) { txn = append(txn, &kgo.Record{Key: k, Value: v}) })
+	st.SetRangeChangelog(func(start, end []byte) {
+		txn = append(txn, &kgo.Record{Key: start, Value: end, Headers: []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}})
+	})
+	var lastPack *kgo.Record
+	packs := 0
+	st.SetPackChangelog(func(k, v []byte) {
+		lastPack = &kgo.Record{Key: k, Value: v, Headers: []kgo.RecordHeader{{Key: names.PackHeader}}}
+		txn = append(txn, lastPack)
+		packs++
+	})
+	keys := edgeKeys(40)
+	written := 0
+	for n := range 30 {
+		seg := byte('a' + n/3) // a segment's records come over three transactions
+		for i := range 40 {
+			k := keys[(n*7+i*13)%len(keys)]
+			v := []byte(fmt.Sprint(n, "/", i))
+			var err error
+			switch (n + i) % 5 {
+			case 0:
+				err = st.Delete(append([]byte{'j', seg, 'k'}, k...))
+			case 1:
+				err = st.Put(append([]byte("t"), k...), v) // a key no group packs
+			default:
+				err = st.Put(append([]byte{'j', seg, 'k'}, k...), v)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n%6 == 5 {
+			// The segments before the last two; "j" is no key, and the
+			// ranges from it only grow.
+			if err := st.DropRange([]byte("j"), []byte{'j', seg - 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		cp := store.NoCheckpoint
+		if len(txn) > 0 {
+			offs := produceEach(t, cl, txn...)
+			cp = offs[len(offs)-1]
+			written += len(txn)
+		}
+		if err := st.Commit(cp); err != nil {
+			t.Fatal(err)
+		}
+		txn = nil
+	}
+	if packs < 60 {
+		t.Fatalf("%d packs: too few to test them", packs)
+	}
+	want := engineDump(t, st.Engine())
+	if strings.Count(want, "=") < 20 {
+		t.Fatalf("the store holds %d keys: too few to compare", strings.Count(want, "="))
+	}
+	adm := kadm.NewClient(cl)
+	if got := restoredDump(ctx, t, adm, addrs, "cl", nil); got != want {
+		t.Fatalf("restored\n%s\nwant\n%s", got, want)
+	}
+	b.Cluster().Compact()
+	rs, err := readback.ReadCommitted(ctx, addrs, "cl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) >= written {
+		t.Fatalf("compaction kept all %d records", written)
+	}
+	if got := restoredDump(ctx, t, adm, addrs, "cl", nil); got != want {
+		t.Fatalf("restored after compaction (%d of %d records left)\n%s\nwant\n%s", len(rs), written, got, want)
+	}
+
+	// A pack cut short.
+	bad := *lastPack
+	bad.Topic, bad.Value = "bad", bad.Value[:len(bad.Value)-1]
+	produceEach(t, cl, &bad)
+	eng := store.NewMemory()
+	_, err = restore(ctx, adm, restoreOpts(addrs), "bad", 0, eng, 10*time.Second, nil, &restoreProgress{log: quietLog()})
+	if !errors.Is(err, store.ErrCorruptPack) || !strings.Contains(err.Error(), "bad/0@0") {
+		t.Fatalf("restore of a cut pack: %v, want ErrCorruptPack naming bad/0@0", err)
+	}
+}
+
+// engineDump lists every key and value of e, in order, to compare.
+func engineDump(t *testing.T, e store.Engine) string {
+	t.Helper()
+	var b strings.Builder
+	if err := e.Range(nil, nil, func(k, v []byte) error {
+		fmt.Fprintf(&b, "%q=%q ", k, v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// restoredDump restores partition 0 of topic into a fresh Pebble store and
+// lists what it holds (engineDump).
+func restoredDump(ctx context.Context, t *testing.T, adm *kadm.Client, addrs []string, topic string, src *sourceChangelog) string {
+	t.Helper()
+	eng, err := store.OpenPebble(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := restore(ctx, adm, restoreOpts(addrs), topic, 0, eng, 10*time.Second, src, &restoreProgress{log: quietLog()}); err != nil {
+		t.Fatal(err)
+	}
+	return engineDump(t, eng)
 }
