@@ -286,13 +286,17 @@ func (s *Staged) packsBeforeDrop(start, end []byte) {
 
 // flushPacks sends every pending pack.
 func (s *Staged) flushPacks() {
-	p := s.pack
-	for _, q := range p.packs {
+	for _, q := range s.pack.packs {
 		s.sendPack(q)
 	}
-	p.free = append(p.free, p.packs...)
-	clear(p.packs)
-	p.packs = p.packs[:0]
+	s.pack.recycle(0)
+}
+
+// recycle puts the packs from the nth on in the free list.
+func (p *packer) recycle(n int) {
+	p.free = append(p.free, p.packs[n:]...)
+	clear(p.packs[n:])
+	p.packs = p.packs[:n]
 }
 
 // unflushed reports whether a pack holds writes.
@@ -323,9 +327,7 @@ func (p *packer) rollback() {
 	for _, q := range p.packs[p.markPacks:] {
 		p.bytes -= len(q.buf)
 	}
-	p.free = append(p.free, p.packs[p.markPacks:]...)
-	clear(p.packs[p.markPacks:])
-	p.packs = p.packs[:p.markPacks]
+	p.recycle(p.markPacks)
 	for _, q := range p.packs {
 		p.bytes += q.markLen - len(q.buf)
 		q.buf = q.markBuf[:q.markLen]
@@ -336,8 +338,6 @@ func (p *packer) rollback() {
 // reset forgets every pending pack and the checkpoint, which a commit
 // moves (Commit, Abort).
 func (p *packer) reset() {
-	p.free = append(p.free, p.packs...)
-	clear(p.packs)
-	p.packs = p.packs[:0]
+	p.recycle(0)
 	p.bytes, p.marked, p.known, p.seq = 0, false, false, 0
 }

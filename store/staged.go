@@ -60,8 +60,9 @@ import (
 // the writes.
 //
 // Over a Direct engine (direct.go) a Staged stages nothing: each write
-// goes to the engine and its changelog record out at once, and the engine
-// undoes what an Abort or a Rollback takes back.
+// goes to the engine and its changelog record out at once (or into its
+// group's pack, WithPacking), and the engine undoes what an Abort or a
+// Rollback takes back.
 //
 // A Staged is used by one goroutine (its task's); only the Engine beneath it
 // may be read by others.
@@ -275,7 +276,8 @@ func (s *Staged) Engine() Engine { return s.engine }
 
 // SetChangelog sets the function that receives changelog records; a nil
 // value is a tombstone. Without the cache it is called inside Put and
-// Delete; with it, inside Flush. The receiver owns the slices passed: the
+// Delete; with it, inside Flush. The writes of keys packed
+// (WithPacking) reach SetPackChangelog's receiver instead. The receiver owns the slices passed: the
 // stage never writes to them again (it may still read the value until
 // Commit, so the receiver must not modify it either).
 func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
