@@ -478,14 +478,16 @@ func TestRestoreReplaysRangeDeletes(t *testing.T) {
 // every shape, written again and deleted, segments dropped, packs that go
 // out when full), restores to what the Staged's engine holds; and so does
 // the changelog once compacted, which takes no pack for another, since
-// their keys are unique. A pack cut short fails the restore with
+// their keys are unique. Its negative control: the same changelog with
+// the packs' keys cut to their group's prefix and mark, alike, restores
+// to less once compacted. A pack cut short fails the restore with
 // store.ErrCorruptPack and names the record.
 func TestRestoreReplaysPacks(t *testing.T) {
 	b := edgeBroker(t)
 	addrs := b.Addrs()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, topic := range []string{"cl", "bad"} {
+	for _, topic := range []string{"cl", "collide", "bad"} {
 		if err := broker.CreateTopic(ctx, addrs, topic, 1, map[string]*string{"cleanup.policy": new("compact")}); err != nil {
 			t.Fatal(err)
 		}
@@ -498,7 +500,7 @@ func TestRestoreReplaysPacks(t *testing.T) {
 		return 0
 	}
 	st := store.NewStaged("p", store.NewMemory(), store.WithPacking(store.Packing{Group: group, Mark: []byte{0}, Limit: 300}))
-	var txn []*kgo.Record
+	var txn, all []*kgo.Record
 	st.SetChangelog(func(k, v []byte) { txn = append(txn, &kgo.Record{Key: k, Value: v}) })
 	st.SetRangeChangelog(func(start, end []byte) {
 		txn = append(txn, &kgo.Record{Key: start, Value: end, Headers: []kgo.RecordHeader{{Key: names.RangeDeleteHeader}}})
@@ -545,6 +547,7 @@ func TestRestoreReplaysPacks(t *testing.T) {
 			offs := produceEach(t, cl, txn...)
 			cp = offs[len(offs)-1]
 			written += len(txn)
+			all = append(all, txn...)
 		}
 		if err := st.Commit(cp); err != nil {
 			t.Fatal(err)
@@ -562,7 +565,20 @@ func TestRestoreReplaysPacks(t *testing.T) {
 	if got := restoredDump(ctx, t, adm, addrs, "cl", nil); got != want {
 		t.Fatalf("restored\n%s\nwant\n%s", got, want)
 	}
+	for _, r := range all {
+		c := &kgo.Record{Topic: "collide", Key: r.Key, Value: r.Value, Headers: r.Headers}
+		if slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.PackHeader }) {
+			c.Key = r.Key[:len(r.Key)-12] // no checkpoint, no count
+		}
+		produceEach(t, cl, c)
+	}
+	if got := restoredDump(ctx, t, adm, addrs, "collide", nil); got != want {
+		t.Fatalf("the changelog with colliding pack keys restored, before compaction, to\n%s\nwant\n%s", got, want)
+	}
 	b.Cluster().Compact()
+	if got := restoredDump(ctx, t, adm, addrs, "collide", nil); got == want {
+		t.Fatal("the negative control: packs whose keys collide restored whole after compaction")
+	}
 	rs, err := readback.ReadCommitted(ctx, addrs, "cl")
 	if err != nil {
 		t.Fatal(err)
