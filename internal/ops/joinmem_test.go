@@ -17,14 +17,21 @@ import (
 // memStore is a Staged over a store, with the changelog of its committed
 // transactions (as a task's transactions hand it to Kafka) and of the
 // open one.
+//
+// The changelog is kept as the writes its records replay; records counts
+// them as Kafka would (a pack is one), and packKeys holds the keys of the
+// committed packs, each of which must be unique (store.Packing).
 type memStore struct {
 	st             *store.Staged
 	committed, txn []store.Write
-	memPacks
+	records        int64
+	txnPacks       []string
+	packKeys       map[string]bool
+	err            error // a pack UnpackWrites could not read
 }
 
 func newMemStore(e store.Engine, opts ...store.StagedOption) *memStore {
-	m := &memStore{st: store.NewStaged("m", e, opts...), memPacks: memPacks{packKeys: map[string]bool{}}}
+	m := &memStore{st: store.NewStaged("m", e, opts...), packKeys: map[string]bool{}}
 	m.st.SetChangelog(func(k, v []byte) { m.txn = append(m.txn, store.Write{Key: k, Value: v}); m.records++ })
 	m.st.SetRangeChangelog(func(start, end []byte) { m.txn = append(m.txn, store.Write{Key: start, End: end}); m.records++ })
 	m.st.SetPackChangelog(func(k, v []byte) {
@@ -38,16 +45,6 @@ func newMemStore(e store.Engine, opts ...store.StagedOption) *memStore {
 	return m
 }
 
-// memStore's changelog is kept as the writes its records replay; records
-// counts them as Kafka would (a pack is one), and packKeys holds the keys
-// of the committed packs, each of which must be unique (store.Packing).
-type memPacks struct {
-	records  int64
-	txnPacks []string
-	packKeys map[string]bool
-	err      error
-}
-
 func (m *memStore) commit(t *testing.T) error {
 	t.Helper()
 	if err := m.st.Flush(); err != nil {
@@ -59,7 +56,7 @@ func (m *memStore) commit(t *testing.T) error {
 	// The checkpoint is the offset of the transaction's last record, as
 	// a task's.
 	cp := store.NoCheckpoint
-	if len(m.txn) > 0 || len(m.txnPacks) > 0 {
+	if len(m.txn) > 0 { // (a pack holds a write at least)
 		cp = m.records - 1
 	}
 	if err := m.st.Commit(cp); err != nil {
