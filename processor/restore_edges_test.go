@@ -568,7 +568,7 @@ func TestRestoreReplaysPacks(t *testing.T) {
 	for _, r := range all {
 		c := &kgo.Record{Topic: "collide", Key: r.Key, Value: r.Value, Headers: r.Headers}
 		if slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.PackHeader }) {
-			c.Key = r.Key[:len(r.Key)-12] // no checkpoint, no count
+			c.Key = r.Key[:len(r.Key)-store.PackUniqueLen] // no checkpoint, no count
 		}
 		produceEach(t, cl, c)
 	}

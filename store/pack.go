@@ -44,6 +44,10 @@ type Packing struct {
 	Limit int
 }
 
+// PackUniqueLen is the length of the tail of a pack's key that makes it
+// unique: the checkpoint (8 bytes) and the count (4).
+const PackUniqueLen = 12
+
 // PackLimit is the default Limit of a pack's bytes: far below
 // a Kafka record's default limit, and large enough that a pack's own cost
 // is spread over hundreds of writes.
@@ -247,7 +251,7 @@ func (s *Staged) sendPack(q *pending) {
 		return
 	}
 	p := s.pack
-	key := make([]byte, 0, len(q.group)+len(p.Mark)+12)
+	key := make([]byte, 0, len(q.group)+len(p.Mark)+PackUniqueLen)
 	key = append(append(key, q.group...), p.Mark...)
 	key = binary.BigEndian.AppendUint64(key, uint64(p.checkpoint))
 	key = binary.BigEndian.AppendUint32(key, p.seq)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-streams/sluice/internal/names"
 	"github.com/sluice-streams/sluice/serde"
+	"github.com/sluice-streams/sluice/store"
 	"github.com/sluice-streams/sluice/topology"
 	"github.com/sluice-streams/sluice/topologytest"
 	"github.com/sluice-streams/sluice/window"
@@ -138,13 +139,13 @@ func dumpAll(ds []*topologytest.Driver) string {
 		for _, tp := range topics {
 			for _, r := range outs[tp] {
 				key := r.Key
-				// A changelog pack's key ends in 12 bytes that make it
-				// unique (store.Packing): the store's checkpoint, an
-				// offset, which aborted transactions move, and a count
-				// of the packs its transaction sent, which spans more
-				// flushes here under aborts.
-				if slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.PackHeader }) && len(key) >= 12 {
-					key = slices.Concat(key[:len(key)-12], []byte("<unique>"))
+				// A changelog pack's key ends in bytes that make it
+				// unique (store.PackUniqueLen): the store's checkpoint,
+				// an offset, which aborted transactions move, and a
+				// count of the packs its transaction sent, which spans
+				// more flushes here under aborts.
+				if slices.ContainsFunc(r.Headers, func(h kgo.RecordHeader) bool { return h.Key == names.PackHeader }) && len(key) >= store.PackUniqueLen {
+					key = slices.Concat(key[:len(key)-store.PackUniqueLen], []byte("<unique>"))
 				}
 				fmt.Fprintf(&b, "driver %d %s p%d key=%q value=%s ts=%d", i, tp, r.Partition, key, quoteValue(r.Value), r.Timestamp.UnixMilli())
 				for _, h := range r.Headers {
