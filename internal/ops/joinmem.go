@@ -55,6 +55,9 @@ type JoinMemory struct {
 	// lastKeys is how many keys the segment dropped last held: a new
 	// segment's map is made that large, not grown to it key by key.
 	lastKeys int
+	// rangeBuf is where Range makes the keys it passes, when within one
+	// key's records.
+	rangeBuf []byte
 }
 
 // undoLog is a log of undo steps kept in chunks, so that it grows
@@ -470,7 +473,12 @@ func (m *JoinMemory) Range(start, end []byte, fn func(key, value []byte) error) 
 	// Every key of a range within one key's records starts with j.
 	if segStart, part, ok := oneKey(start, end); ok && m.restJ == 0 {
 		if _, mk := m.find(segStart, part); mk != nil {
-			_, err := keyRange(segStart, mk, start, end, nil, fn)
+			// The keys are made in a buffer kept from range to
+			// range, taken while in use (fn may range too).
+			buf := m.rangeBuf
+			m.rangeBuf = nil
+			buf, err := keyRange(segStart, mk, start, end, buf, fn)
+			m.rangeBuf = buf[:0]
 			return err
 		}
 		return nil

@@ -64,12 +64,15 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	handled   int64
 	handledOK bool
 
-	// key and val are the buffers a record's own key and value are built
-	// in: the store copies what it is given. matches holds the other
-	// side's records a record joins, kept from record to record (nil
-	// while in use, so that a re-entrant call makes its own).
-	key, val []byte
-	matches  []joinMatch
+	// key, kb and val are the buffers a record's own key, the
+	// encoding of its key and its value are built in: the store copies
+	// what it is given. matches holds the other side's records a record
+	// joins (collected by match, p.collect), kept from record to record.
+	// kb, val and matches are nil while in use, so that a re-entrant
+	// call makes its own.
+	key, kb, val []byte
+	matches      []joinMatch
+	match        func(k, v []byte) error
 	// start and end are the buffers the bounds of a record's range over
 	// the other side are built in (used within the range alone).
 	start, end []byte
@@ -90,6 +93,7 @@ func NewStreamJoinSide[K, Own, Other, V any](cfg StreamJoinConfig[K, Own, Other,
 
 func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.cfg.OwnStore), ctx.Store(p.cfg.OtherStore)
+	p.match = p.collect
 	p.seg = joinSegment(p.cfg.CloseAfter)
 	p.firstSeg, p.nextClose = math.MinInt64, math.MinInt64
 	return nil
@@ -154,37 +158,38 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		p.ctx.CountLate()
 		return nil
 	}
-	k := r.Key.(K)
-	kb, err := p.cfg.Key.Encode(k)
+	k, ownV := r.Key.(K), r.Value.(Own)
+	// The key's and the value's encodings are made in buffers kept from
+	// record to record, the value's after its flags byte, set once the
+	// record has joined. Like matches, they are taken while in use (nil:
+	// a re-entrant call makes its own) and given back at the end; an
+	// error leaves them to the next record to make anew.
+	kb, err := serde.AppendEncode(p.cfg.Key, p.kb[:0], k)
 	if err != nil {
 		return fmt.Errorf("store %s: key: %w", p.cfg.OwnStore, err)
 	}
-	vb, err := p.cfg.OwnValue.Encode(r.Value.(Own))
+	p.kb = nil
+	val, err := serde.AppendEncode(p.cfg.OwnValue, append(p.val[:0], 0), ownV)
 	if err != nil {
 		return fmt.Errorf("store %s: value: %w", p.cfg.OwnStore, err)
 	}
-	// The other side's records of the key in range, in (ts, seq) order.
-	from, to := ts-p.cfg.Hi, ts-p.cfg.Lo // other.ts in [ts-hi, ts-lo]
-	matches := p.matches[:0]
-	p.matches = nil
+	p.val = nil
 	own, other, err := p.keys()
 	if err != nil {
 		return err
 	}
+	// The other side's records of the key in range, in (ts, seq) order,
+	// collected into p.matches by p.match (made once: a closure here
+	// would be made anew, on the heap, for every record).
+	from, to := ts-p.cfg.Hi, ts-p.cfg.Lo // other.ts in [ts-hi, ts-lo]
 	// Only the segments that may hold records of the key in range, and
 	// in each only the times it may hold them at.
 	last := layout.JoinSegment(to, p.seg)
+	p.matches = p.matches[:0] // (an error may have left some)
 	for seg := layout.JoinSegment(from, p.seg); ; seg += p.seg {
 		if held, ok := other.held(kb, seg); ok && held.lo <= to && held.hi >= from {
 			p.start, p.end = layout.AppendJoinRange(p.start[:0], p.end[:0], kb, seg, max(from, held.lo), min(to, held.hi))
-			if err := p.ost.Range(p.start, p.end, func(ok, ov []byte) error {
-				m := joinMatch{ts: layout.JoinTime(ok), val: append([]byte(nil), ov...)}
-				if p.cfg.OtherOuter {
-					m.key = append([]byte(nil), ok...)
-				}
-				matches = append(matches, m)
-				return nil
-			}); err != nil {
+			if err := p.ost.Range(p.start, p.end, p.match); err != nil {
 				return err
 			}
 		}
@@ -192,8 +197,8 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 			break
 		}
 	}
-	flags := byte(0)
-	ownV := r.Value.(Own)
+	matches := p.matches
+	p.matches = nil
 	for _, m := range matches {
 		if len(m.val) < 1 {
 			return fmt.Errorf("store %s: %w: join record of %d bytes", p.cfg.OtherStore, window.ErrCorrupt, len(m.val))
@@ -205,7 +210,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		// Only an outer side reads the flag: an inner side's records
 		// keep 0, and are not written again when they join.
 		if p.cfg.Outer {
-			flags = layout.JoinJoined
+			val[0] = layout.JoinJoined
 		}
 		if p.cfg.OtherOuter && m.val[0]&layout.JoinJoined == 0 {
 			m.val[0] |= layout.JoinJoined
@@ -227,10 +232,10 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	if err != nil {
 		return err
 	}
-	p.val = append(append(p.val[:0], flags), vb...)
-	if err := p.st.Put(key, p.val); err != nil {
+	if err := p.st.Put(key, val); err != nil {
 		return err
 	}
+	p.kb, p.val = kb[:0], val[:0]
 	p.firstSeg = min(p.firstSeg, segStart)
 	if !p.cfg.Outer {
 		return nil
@@ -238,6 +243,17 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 	closes := ts + p.cfg.CloseAfter
 	p.nextClose = min(p.nextClose, closes)
 	return p.st.Put(layout.JoinIndexKey(closes, key), layout.IndexValue)
+}
+
+// collect collects a record of the other side in a record's range into
+// p.matches (Process).
+func (p *StreamJoinSide[K, Own, Other, V]) collect(ok, ov []byte) error {
+	m := joinMatch{ts: layout.JoinTime(ok), val: append([]byte(nil), ov...)}
+	if p.cfg.OtherOuter {
+		m.key = append([]byte(nil), ok...)
+	}
+	p.matches = append(p.matches, m)
+	return nil
 }
 
 // OnWatermark removes the own records no on-time record can join any more:
