@@ -63,6 +63,9 @@ type joinKeys struct {
 	// bytes estimates the memory of the segments' entries; limit bounds
 	// it.
 	bytes, limit int
+	// nothing says it keeps nothing: every segment may hold any key at
+	// any time, and every record may have been stored before.
+	nothing bool
 }
 
 // segKeys is what joinKeys knows of one segment.
@@ -113,14 +116,13 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 		return jk, nil
 	}
 	seg := joinSegment(closeAfter)
-	// Over a Direct engine (JoinMemory) it is bounded to nothing: every
-	// segment is given up at once, and the engine answers a key's
-	// records from its maps at the cost of joinKeys' own lookups.
-	limit := st.ReadCacheLimit()
+	jk := newJoinKeys(seg, st.ReadCacheLimit())
+	// Over a Direct engine (JoinMemory) it keeps nothing: the engine
+	// answers a key's records from its maps at the cost of joinKeys' own
+	// lookups, which it then need not make.
 	if _, direct := st.Engine().(store.Direct); direct {
-		limit = 0
+		jk.limit, jk.nothing = 0, true
 	}
-	jk := newJoinKeys(seg, limit)
 	type move struct{ from, to, val []byte }
 	var moves []move
 	scan := func(prefix byte) error {
@@ -225,6 +227,9 @@ type heldTimes struct{ lo, hi int64 }
 // ok=false if it holds none there. A segment given up may hold the key at
 // any time.
 func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
+	if jk.nothing {
+		return heldTimes{math.MinInt64, math.MaxInt64}, true
+	}
 	sk := jk.segs[segStart]
 	if sk == nil {
 		return heldTimes{}, false
@@ -242,6 +247,9 @@ func (jk *joinKeys) held(kb []byte, segStart int64) (heldTimes, bool) {
 // add notes a record of the key whose encoding is kb at ts, and says
 // whether a record of that key and timestamp may have been stored before.
 func (jk *joinKeys) add(kb []byte, ts int64) (before bool) {
+	if jk.nothing {
+		return true
+	}
 	segStart := layout.JoinSegment(ts, jk.seg)
 	sk := jk.segs[segStart]
 	if sk == nil {
