@@ -133,6 +133,7 @@ func streamJoin[K, VL, VR, V any](l Stream[K, VL], r Stream[K, VR], w JoinWindow
 			Lo: -w.before, Hi: w.after, Outer: rightOuter, OtherOuter: leftOuter,
 			Join: func(k K, own VR, other VL, ok bool) V { return joiner(k, other, ok, own, true) }})
 	}}, r.n)
+	left.Typed, right.Typed = ops.StreamJoinTyped[K, VL, VR, V](left), ops.StreamJoinTyped[K, VR, VL, V](right)
 	n := t.add(&exec.Node{Name: t.name("", kind), Kind: exec.KindProcessor, New: ops.NewFn(ops.Pass)}, left, right)
 	return Stream[K, V]{t: t, n: n, ks: j.Key, keyChanged: false}
 }

@@ -73,6 +73,10 @@ type StreamJoinSide[K, Own, Other, V any] struct {
 	key, kb, val []byte
 	matches      []joinMatch
 	match        func(k, v []byte) error
+	// headers are those of the record the erased path brought (Process),
+	// which its joined records keep (fwd, p.forward).
+	headers []exec.Header
+	fwd     func(K, V, int64) error
 	// start and end are the buffers the bounds of a record's range over
 	// the other side are built in (used within the range alone).
 	start, end []byte
@@ -93,7 +97,7 @@ func NewStreamJoinSide[K, Own, Other, V any](cfg StreamJoinConfig[K, Own, Other,
 
 func (p *StreamJoinSide[K, Own, Other, V]) Init(ctx exec.Context) error {
 	p.ctx, p.st, p.ost = ctx, ctx.Store(p.cfg.OwnStore), ctx.Store(p.cfg.OtherStore)
-	p.match = p.collect
+	p.match, p.fwd = p.collect, p.forward
 	p.seg = joinSegment(p.cfg.CloseAfter)
 	p.firstSeg, p.nextClose = math.MinInt64, math.MinInt64
 	return nil
@@ -153,12 +157,63 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 		p.ctx.CountIgnoredDelete() // a delete has no value to join
 		return nil
 	}
-	ts := r.Timestamp
+	p.headers = r.Headers
+	err := p.process(r.Key.(K), r.Value.(Own), r.Timestamp, p.fwd)
+	p.headers = nil
+	return err
+}
+
+// forward is the erased path's output: a joined record with the headers
+// of the record that joined (Process).
+func (p *StreamJoinSide[K, Own, Other, V]) forward(k K, v V, ts int64) error {
+	return p.ctx.Forward(exec.Record{Key: k, Value: v, Timestamp: ts, Headers: p.headers})
+}
+
+// StreamJoinTyped is the exec.Typed of a stream join's side, whose
+// records have values Own, and whose output values V: a typed chain hands
+// it the key and value, unboxed (the erased path boxed two values a
+// record). Its output goes on through the chain's next entry: the node
+// after both sides, which has two parents, takes it erased.
+func StreamJoinTyped[K, Own, Other, V any](n *exec.Node) *exec.Typed {
+	return &exec.Typed{
+		Link: func(f *exec.Frame, p exec.Processor, next any) any {
+			emit, ok := next.(func(K, V) error)
+			if !ok {
+				return nil
+			}
+			s := p.(*StreamJoinSide[K, Own, Other, V])
+			// A joined record goes out at its own time, with the
+			// record's headers (the frame's). Once it is out, the
+			// frame is the record's again, at this node, where the
+			// rest of its processing is blamed; an error is left where
+			// it arose.
+			out := func(k K, v V, ts int64) error {
+				own := f.Timestamp
+				f.Timestamp = ts
+				if err := emit(k, v); err != nil {
+					return err
+				}
+				f.Timestamp = own
+				f.At(n, exec.Processing)
+				return nil
+			}
+			return func(k K, v Own) error {
+				f.At(n, exec.Processing)
+				return s.process(k, v, f.Timestamp, out)
+			}
+		},
+		Out: exec.ChainOut[K, V],
+		Fan: exec.ChainFan[K, V],
+	}
+}
+
+// process joins and stores a record of key k and value ownV at ts,
+// passing what it joins to out.
+func (p *StreamJoinSide[K, Own, Other, V]) process(k K, ownV Own, ts int64, out func(K, V, int64) error) error {
 	if ts+p.cfg.LateAfter <= p.ctx.Watermark() {
 		p.ctx.CountLate()
 		return nil
 	}
-	k, ownV := r.Key.(K), r.Value.(Own)
 	// The key's and the value's encodings are made in buffers kept from
 	// record to record, the value's after its flags byte, set once the
 	// record has joined. Like matches, they are taken while in use (nil:
@@ -218,10 +273,7 @@ func (p *StreamJoinSide[K, Own, Other, V]) Process(r exec.Record) error {
 				return err
 			}
 		}
-		out := r
-		out.Value = p.cfg.Join(k, ownV, ov, true)
-		out.Timestamp = max(ts, m.ts)
-		if err := p.ctx.Forward(out); err != nil {
+		if err := out(k, p.cfg.Join(k, ownV, ov, true), max(ts, m.ts)); err != nil {
 			return err
 		}
 	}
