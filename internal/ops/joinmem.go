@@ -75,12 +75,17 @@ type undoLog struct {
 
 const undoChunk = 1024
 
-func (l *undoLog) push(u memUndo) {
+func (l *undoLog) push(u memUndo) { *l.add() = u }
+
+// add logs a step, empty, and returns it to be filled in: a step written
+// in place, not copied in (it is over 100 bytes, and a stream join logs
+// one a record).
+func (l *undoLog) add() *memUndo {
 	if l.n == len(l.chunks)*undoChunk {
 		l.chunks = append(l.chunks, make([]memUndo, undoChunk))
 	}
-	l.chunks[l.n/undoChunk][l.n%undoChunk] = u
 	l.n++
+	return l.at(l.n - 1)
 }
 
 func (l *undoLog) at(i int) *memUndo { return &l.chunks[i/undoChunk][i%undoChunk] }
@@ -211,10 +216,10 @@ func cmpRec(r memRec, ts int64, seq uint64) int {
 	return cmp.Compare(r.seq, seq)
 }
 
-// setRec writes val at the record's place; it returns what undoes the
-// write. part is never modified: a key new to the segment
-// keeps it as its map key, with no copy.
-func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, val []byte) memUndo {
+// setRec writes val at the record's place, logging what undoes the write
+// if undo. part is never modified: a key new to the segment keeps it as
+// its map key, with no copy.
+func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, val []byte, undo bool) {
 	at, ok := m.segAt(segStart)
 	if !ok {
 		m.segs = slices.Insert(m.segs, at, &memSegment{start: segStart, keys: make(map[string]*memKey, m.lastKeys)})
@@ -228,17 +233,29 @@ func (m *JoinMemory) setRec(segStart int64, part []byte, ts int64, seq uint64, v
 		sg.sorted = nil
 		m.grow(sg, int64(len(mk.part)+memRecOverhead))
 	}
-	u := memUndo{kind: undoInserted, segStart: segStart, part: mk.part, ts: ts, seq: seq}
 	i, ok := search(mk.recs, ts, seq)
 	if ok {
-		u.kind, u.val = undoSet, mk.recs[i].val
-		m.grow(sg, int64(len(val)-len(u.val)))
+		old := mk.recs[i].val
+		m.grow(sg, int64(len(val)-len(old)))
 		mk.recs[i].val = val
-		return u
+		if undo {
+			m.logged(undoSet, segStart, mk.part, ts, seq, old)
+		}
+		return
 	}
 	mk.recs = slices.Insert(mk.recs, i, memRec{ts: ts, seq: seq, val: val})
 	m.grow(sg, int64(len(val)+16+memRecOverhead))
-	return u
+	if undo {
+		m.logged(undoInserted, segStart, mk.part, ts, seq, nil)
+	}
+}
+
+// logged logs the undo of a write to a j record (undoInserted, undoSet,
+// undoRemoved), in place.
+func (m *JoinMemory) logged(kind memUndoKind, segStart int64, part string, ts int64, seq uint64, val []byte) {
+	u := m.undo.add()
+	u.kind, u.segStart, u.part, u.ts, u.seq, u.val = kind, segStart, part, ts, seq, val
+	m.undoBytes += memUndoOverhead + len(val) // the value is held by the undo log alone
 }
 
 // removeRec removes the record at its place; it returns its value and
@@ -288,10 +305,7 @@ func (m *JoinMemory) put(key, value []byte, undo bool) (k, v []byte) {
 	copy(k, key)
 	copy(v, value)
 	if segStart, part, ts, seq, ok := layout.SplitJoinKey(k); ok {
-		u := m.setRec(segStart, part, ts, seq, v)
-		if undo {
-			m.log(u)
-		}
+		m.setRec(segStart, part, ts, seq, v, undo)
 		return k, v
 	}
 	old, had := m.restSet(k, v)
@@ -332,7 +346,7 @@ func (m *JoinMemory) del(key []byte, undo bool) bool {
 	if segStart, part, ts, seq, ok := layout.SplitJoinKey(key); ok {
 		val, had := m.removeRec(segStart, part, ts, seq)
 		if had && undo {
-			m.log(memUndo{kind: undoRemoved, segStart: segStart, part: string(part), ts: ts, seq: seq, val: val})
+			m.logged(undoRemoved, segStart, string(part), ts, seq, val)
 		}
 		return had
 	}
@@ -757,7 +771,7 @@ func (m *JoinMemory) undoOne(u *memUndo) {
 		m.removeRec(u.segStart, []byte(u.part), u.ts, u.seq)
 	case undoSet, undoRemoved:
 		m.undoBytes -= len(u.val)
-		m.setRec(u.segStart, unsafe.Slice(unsafe.StringData(u.part), len(u.part)), u.ts, u.seq, u.val)
+		m.setRec(u.segStart, unsafe.Slice(unsafe.StringData(u.part), len(u.part)), u.ts, u.seq, u.val, false)
 	case undoRest:
 		m.undoBytes -= len(u.val)
 		if u.had {
