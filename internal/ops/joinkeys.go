@@ -121,7 +121,7 @@ func keysOf(st *store.Staged, name string, closeAfter int64, outer bool) (*joinK
 	// answers a key's records from its maps at the cost of joinKeys' own
 	// lookups, which it then need not make.
 	if _, direct := st.Engine().(store.Direct); direct {
-		jk.limit, jk.nothing = 0, true
+		jk.nothing = true
 	}
 	type move struct{ from, to, val []byte }
 	var moves []move
