@@ -19,8 +19,8 @@ import (
 // reaches (a source, then MapValues), with its stores on Pebble or in
 // memory. Records go wrong on the way: "x" does not decode, the left
 // value 11 panics in the joiner at the second right record it joins,
-// after it joined the first, and a right
-// value "refuse" makes joined values that the sink's serde refuses.
+// after it joined the first, and a right value "refuse" makes joined
+// values that the sink's serde refuses.
 func joinChainTopology(stores ...topology.StoreOption) *topology.Topology {
 	t := topology.New()
 	wm := topology.Watermarks(window.BoundedOutOfOrderness(5 * time.Millisecond))
@@ -29,7 +29,7 @@ func joinChainTopology(stores ...topology.StoreOption) *topology.Topology {
 	r := topology.From(t, "in2", serde.String, serde.String, topology.DeadLetter("dlq"), wm)
 	j := topology.OuterJoinStreams(l, r, topology.JoinWindows(20*time.Millisecond),
 		func(_ string, lv int64, lok bool, rv string, rok bool) string {
-			if lv == 110 && rv == "r20" { // (unjoined, at the watermark, it would stop the task)
+			if lv == 110 && rv == "r20" { // (joined: a panic at the watermark, with no record, stops the task)
 				panic("eleven")
 			}
 			return fmt.Sprintf("%d/%v|%s/%v", lv, lok, rv, rok)
@@ -48,10 +48,10 @@ func joinChainTopology(stores ...topology.StoreOption) *topology.Topology {
 // joinChainRecords alternate between the join's two topics, keys k0–k2,
 // a little out of order in time, each with a header, so that the records
 // of one side join those of the other that came before them: those of the
-// right side first, then, once the sides swap, those of the left. The
-// last, far ahead,
-// takes the watermark past every record, so that the outer join emits the
-// ones that joined nothing.
+// right side first, then, once the sides swap, those of the left. Keys
+// of one record join nothing. The last records, far ahead, take the
+// watermark past every record, so that the outer join emits the ones
+// that joined nothing.
 func joinChainRecords() []*kgo.Record {
 	var recs []*kgo.Record
 	for i := range 40 {
