@@ -8,11 +8,12 @@ import (
 // Direct is an Engine that keeps the open transaction's writes itself and
 // can undo them: a Staged over it stages nothing. Each write goes straight
 // to the engine and its changelog record straight out (as WithoutCache),
-// or into its group's pack (WithPacking), and Commit, Abort, Mark and Rollback are the engine's. It is for an
-// engine in memory whose layout lets it serve its operator's reads faster
-// than a stage merged over it would (a stream join's buffer,
-// ops.JoinMemory): an engine on disk must not be one, since a crash
-// would leave it holding writes of a transaction that never committed.
+// or into its group's pack (WithPacking), and Commit, Abort, Mark and
+// Rollback are the engine's. It is for an engine in memory whose layout
+// lets it serve its operator's reads faster than a stage merged over it
+// would (a stream join's buffer, ops.JoinMemory): an engine on disk must
+// not be one, since a crash would leave it holding writes of a
+// transaction that never committed.
 //
 // Invariant 2 (ARCHITECTURE.md) holds as it does for a stage: a Direct
 // engine lives only as long as its process, so after a crash it is

@@ -278,10 +278,10 @@ func (s *Staged) Engine() Engine { return s.engine }
 
 // SetChangelog sets the function that receives changelog records; a nil
 // value is a tombstone. Without the cache it is called inside Put and
-// Delete; with it, inside Flush. The writes of keys packed
-// (WithPacking) reach SetPackChangelog's receiver instead. The receiver owns the slices passed: the
-// stage never writes to them again (it may still read the value until
-// Commit, so the receiver must not modify it either).
+// Delete; with it, inside Flush. The writes of keys packed (WithPacking)
+// reach SetPackChangelog's receiver instead. The receiver owns the slices
+// passed: the stage never writes to them again (it may still read the
+// value until Commit, so the receiver must not modify it either).
 func (s *Staged) SetChangelog(fn func(key, value []byte)) { s.changelog = fn }
 
 // SetRangeChangelog sets the function that receives the changelog record
