@@ -98,7 +98,8 @@ func TestHoldingPausesWhereItDoesNotPay(t *testing.T) {
 // their first 8 or 20 bytes and differ after, and keys that differ only
 // by trailing zero bytes; in both layouts (by start, the windows of one
 // close time share the prefix and the start). It holds copies: the
-// caller's key buffer is reused.
+// caller's key buffer is reused. So do keys that differ in a few bytes
+// only.
 func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
 	keys := testkeys.Bytes()
 	for n := range 21 {
@@ -108,8 +109,18 @@ func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
 		keys = append(keys, fmt.Appendf(nil, "%08d", i), fmt.Appendf(nil, "sameprefix-%d", i), fmt.Appendf(nil, "shared-by-twenty-bytes-%06d", i))
 	}
 	keys = append(keys, []byte("abc"), []byte("abc\x00"), []byte("abc\x00\x00\x00\x00\x00\x00"), []byte("abc\x00\x00\x00\x00\x00\x01"))
+	// Keys that differ in a few bytes only, as the bench's do: the
+	// radix sort skips the bytes all of a close time's keys share, and
+	// an odd number of passes leaves the result in its room.
+	var digits, spread [][]byte
+	for i := range 3000 {
+		digits = append(digits, fmt.Appendf(nil, "%08d", i))
+		spread = append(spread, fmt.Appendf(nil, "k%08d", i*7919%100_000))
+	}
 	for name, windowKey := range map[string]func(dst, kb []byte, start int64) []byte{"byKey": layout.WindowKey, "byStart": layout.StartKey} {
 		t.Run(name, func(t *testing.T) { heldCloseInKeyOrder(t, keys, windowKey) })
+		t.Run(name+"/digits", func(t *testing.T) { heldCloseInKeyOrder(t, digits, windowKey) })
+		t.Run(name+"/spread", func(t *testing.T) { heldCloseInKeyOrder(t, spread, windowKey) })
 	}
 }
 
