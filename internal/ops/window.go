@@ -107,6 +107,20 @@ type Window[K, V, A any] struct {
 	kb, key, ik, rk []byte
 	// scan is OnWatermark's scratch for the scan of the windows due.
 	scan rangeScratch
+	// stored says, by start, laid out by start, whether the store may
+	// hold windows of that start: not when a range over the start found
+	// none and the runtime wrote none since (markStored), so that a
+	// window opened held needs no read to know the store lacks it. A
+	// transaction opens windows of a few starts, mostly of its latest,
+	// so a list searched from its end beats a map. Forgotten at each
+	// flush and abort.
+	stored []startStored
+}
+
+// startStored says whether the store may hold windows of start.
+type startStored struct {
+	start int64
+	may   bool
 }
 
 // NewWindow returns the runtime of c, for one task.
@@ -138,6 +152,7 @@ func NewWindow[K, V, A any](c WindowConfig[K, V, A]) *Window[K, V, A] {
 func (p *Window[K, V, A]) Init(ctx exec.Context) error {
 	p.ctx = ctx
 	p.forgetDrops()
+	p.forgetStored()
 	p.s.Init(ctx)
 	p.data, p.fire, p.proc = layout.WindowData, layout.WindowFire, layout.WindowProc
 	if WindowsByStart && !p.isSessions && !p.global && p.elements == nil {
@@ -412,7 +427,7 @@ func (p *Window[K, V, A]) processHeld(k K, v V, ts int64, b window.Bounds, key [
 	w := NewWindowState[A](b)
 	if h != nil {
 		w = h.w
-	} else if _, ok, err := p.s.st.Peek(key); err != nil || ok {
+	} else if ok, err := p.storeHas(b.Start, key); err != nil || ok {
 		return false, err
 	}
 	if err := p.add(k, v, ts, key, &w); err != nil {
@@ -429,6 +444,7 @@ func (p *Window[K, V, A]) processHeld(k K, v V, ts int64, b window.Bounds, key [
 		if err != nil {
 			return true, err
 		}
+		p.markStored(b.Start)
 		if err := p.s.PutNew(key, w); err != nil {
 			return true, err
 		}
@@ -504,6 +520,7 @@ func (p *Window[K, V, A]) Rollback() {
 
 func (p *Window[K, V, A]) Drop() {
 	p.forgetDrops()
+	p.forgetStored()
 	if p.held != nil {
 		p.held.drop()
 	}
@@ -552,6 +569,7 @@ func (p *Window[K, V, A]) Spill() error {
 	}
 	held := p.held.takeAll()
 	defer clear(held) // the windows, for the collector
+	defer p.forgetStored()
 	p.held.pace(len(held))
 	for _, h := range held {
 		if err := p.s.PutNew(h.key, h.w); err != nil {
@@ -572,6 +590,52 @@ func (p *Window[K, V, A]) apply(k K, key []byte, w WindowState[A], res window.Tr
 	}
 	return p.s.Put(key, w)
 }
+
+// storeHas says whether the store holds the window of start start under
+// data key key. Laid out by start, a start whose windows the store lacks,
+// as it lacks those of most starts a transaction opens held, is found
+// out once, by a range, and then answers without a read.
+func (p *Window[K, V, A]) storeHas(start int64, key []byte) (bool, error) {
+	if p.byStart() {
+		i := p.startStored(start)
+		if i < 0 {
+			_, _, ok, err := p.s.st.First(startRange(start))
+			if err != nil {
+				return false, err
+			}
+			i = len(p.stored)
+			p.stored = append(p.stored, startStored{start, ok})
+		}
+		if !p.stored[i].may {
+			return false, nil
+		}
+	}
+	_, ok, err := p.s.st.Peek(key)
+	return ok, err
+}
+
+// markStored notes that the runtime writes a window of start start to the
+// store (storeHas). Only a held transaction asks storeHas, and in one only
+// processHeld writes a window the store lacked: the store path (process)
+// takes the windows the store has.
+func (p *Window[K, V, A]) markStored(start int64) {
+	if i := p.startStored(start); i >= 0 {
+		p.stored[i].may = true
+	}
+}
+
+// startStored returns where p.stored has start, -1 if nowhere.
+func (p *Window[K, V, A]) startStored(start int64) int {
+	for i := len(p.stored) - 1; i >= 0; i-- {
+		if p.stored[i].start == start {
+			return i
+		}
+	}
+	return -1
+}
+
+// forgetStored forgets what p.stored says.
+func (p *Window[K, V, A]) forgetStored() { p.stored = p.stored[:0] }
 
 // decide carries out a trigger's decision for window w, stored under key:
 // its timers, its firing and its purge, and returns the window's state
