@@ -54,18 +54,15 @@ func BenchmarkFusedTumblingCountManyKeys(b *testing.B) {
 			ws := topology.WindowedBy(topology.GroupByKey(in), window.Tumbling(time.Minute), topology.EmitFinal())
 			topology.To(topology.ToStream(topology.CountWindows(ws, topology.Materialized("w", serde.String, serde.Int64))), "out", topology.WindowedSerde(serde.String), serde.Int64Text)
 			d := &discard{}
-			feedManyKeysEvery(b, startTask(b, plan(b, tp), 0, Config{AppID: "b", Send: d.send}), every)
+			feedManyKeys(b, startTask(b, plan(b, tp), 0, Config{AppID: "b", Send: d.send}), every)
 		})
 	}
 }
 
 // feedManyKeys runs b's loop over tk with the windowed scenario's records
 // as one of its 8 tasks sees them: keys drawn from 12,500, event times 8
-// ms apart less a random 0–5 s, and a commit every 3,000 records.
-func feedManyKeys(b *testing.B, tk *Task) { feedManyKeysEvery(b, tk, 3_000) }
-
-// feedManyKeysEvery is feedManyKeys with a commit every every records.
-func feedManyKeysEvery(b *testing.B, tk *Task, every int) {
+// ms apart less a random 0–5 s, and a commit every every records.
+func feedManyKeys(b *testing.B, tk *Task, every int) {
 	r := rand.New(rand.NewPCG(1, 2))
 	val := make([]byte, 100)
 	b.ReportAllocs()
@@ -111,7 +108,7 @@ func BenchmarkFusedHoppingCountManyKeys(b *testing.B) {
 				cache := store.NewCache(128 << 20)
 				defer cache.Close()
 				feedManyKeys(b, startTask(b, plan(b, tp), 0, Config{AppID: "b", Send: d.send,
-					Pebble: store.PebbleOptions{Cache: cache, MemTableSize: 4 << 20}}))
+					Pebble: store.PebbleOptions{Cache: cache, MemTableSize: 4 << 20}}), 3_000)
 			})
 		}
 	}
