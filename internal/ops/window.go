@@ -107,10 +107,11 @@ type Window[K, V, A any] struct {
 	kb, key, ik, rk []byte
 	// scan is OnWatermark's scratch for the scan of the windows due.
 	scan rangeScratch
-	// stored says, by start, laid out by start, whether the store may
-	// hold windows of that start: not when a range over the start found
-	// none and the runtime wrote none since (markStored), so that a
-	// window opened held needs no read to know the store lacks it. A
+	// stored says, in a store laid out by start, for each start asked
+	// about, whether the store may hold windows of it: not when a range
+	// over the start found none and the runtime wrote none since
+	// (markStored), so that a window opened held needs no read to know
+	// the store lacks it. A
 	// transaction opens windows of a few starts, mostly of its latest,
 	// so a list searched from its end beats a map. Forgotten at each
 	// flush and abort.

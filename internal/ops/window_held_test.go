@@ -98,8 +98,8 @@ func TestHoldingPausesWhereItDoesNotPay(t *testing.T) {
 // their first 8 or 20 bytes and differ after, and keys that differ only
 // by trailing zero bytes; in both layouts (by start, the windows of one
 // close time share the prefix and the start). It holds copies: the
-// caller's key buffer is reused. So do keys that differ in a few bytes
-// only.
+// caller's key buffer is reused. Keys that differ in a few bytes only
+// take the radix sort's skipped passes and odd pass counts.
 func TestHeldWindowsCloseInKeyOrder(t *testing.T) {
 	keys := testkeys.Bytes()
 	for n := range 21 {
