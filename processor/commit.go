@@ -50,6 +50,9 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 	}
 	flushErrs := make([]error, len(tasks))
 	parallel(len(tasks), m.a.threads, func(i int) { flushErrs[i] = tasks[i].Flush() })
+	// Invariant 1: every record the tasks sent is with the client before
+	// End, which flushes the client's records into the transaction.
+	m.out.flush()
 	flushErr := errors.Join(stageErr, errors.Join(flushErrs...))
 	m.a.stats.enter(loopEnd)
 	if flushErr != nil {

@@ -40,7 +40,8 @@ type event struct {
 // failure. The loop's goroutine owns all of it
 // except evMu/events/wake, which the group callbacks append to and end the
 // poll with, and what the tasks share while the loop lends them to other
-// goroutines (parallel): sent, and the produce accounting under prodMu.
+// goroutines (parallel): sent, the sender (out), and the produce
+// accounting under prodMu.
 type member struct {
 	a     *App
 	sess  txn.Session
@@ -58,6 +59,7 @@ type member struct {
 	prodMu     sync.Mutex
 	prodErr    error
 	onProduced func(*kgo.Record, error) // m.produced, made once
+	out        *sender                  // hands the tasks' records to the client (sender.go)
 
 	inTxn       bool
 	txnStart    time.Time
@@ -91,6 +93,9 @@ func (a *App) runSession(ctx context.Context) (err error) {
 	m := &member{a: a, tasks: map[task.ID]*task.Task{}, own: newOwnership(), pollMax: firstPoll}
 	m.work = newPipeline(m, a.threads)
 	m.onProduced = m.produced
+	m.out = newSender(func(r *kgo.Record, promise func(*kgo.Record, error)) {
+		m.sess.Produce(context.Background(), r, promise)
+	})
 	topics := make([]string, 0, len(a.subOf))
 	for t := range a.subOf {
 		topics = append(topics, t)
@@ -156,6 +161,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		m.sess.Close()
 		return err
 	}
+	m.out.start()
 	defer func() {
 		m.stopProbes()
 		a.status.setJoined(false)
@@ -163,6 +169,7 @@ func (a *App) runSession(ctx context.Context) (err error) {
 		m.closeTasks(m.allTasks())
 		m.standby.close()
 		m.sess.Close()
+		m.out.stop() // after Close: a produce it waits on returns
 		a.stats.Tasks.Store(0)
 	}()
 	return m.loop(ctx)
@@ -189,7 +196,9 @@ func (m *member) takeEvents() []event {
 }
 
 // send produces inside the current transaction, remembering the first
-// failure so that the transaction aborts instead of committing a gap.
+// failure so that the transaction aborts instead of committing a gap. The
+// sender hands r to the client; the commit sequence waits for it to have
+// done so before it ends the transaction.
 func (m *member) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	if !m.sent.Load() {
 		m.sent.Store(true) // once per transaction: the tasks' goroutines share it
@@ -197,10 +206,10 @@ func (m *member) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	}
 	if promise == nil {
 		// Most records: no closure to allocate.
-		m.sess.Produce(context.Background(), r, m.onProduced)
+		m.out.send(r, m.onProduced)
 		return
 	}
-	m.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+	m.out.send(r, func(r *kgo.Record, err error) {
 		m.produced(r, err)
 		promise(r, err)
 	})
