@@ -48,11 +48,14 @@ func (m *member) end(commit bool, cause string) (bool, error) {
 		// their stores before the flush sends them (external.go).
 		stageErr = m.ext().stage(ctx)
 	}
+	// Invariant 1: every record the tasks sent is with the client before
+	// End, which flushes the client's records into the transaction: those
+	// sent so far once directSends returns, those the flushes send when
+	// their send returns (sender.go).
+	m.out.directSends()
+	defer m.out.queueSends()
 	flushErrs := make([]error, len(tasks))
 	parallel(len(tasks), m.a.threads, func(i int) { flushErrs[i] = tasks[i].Flush() })
-	// Invariant 1: every record the tasks sent is with the client before
-	// End, which flushes the client's records into the transaction.
-	m.out.flush()
 	flushErr := errors.Join(stageErr, errors.Join(flushErrs...))
 	m.a.stats.enter(loopEnd)
 	if flushErr != nil {

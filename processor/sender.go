@@ -12,29 +12,42 @@ import (
 // goroutine that processes the task. On a backlog the embedded broker
 // serves one partition at a time, so one task processes at a time and its
 // goroutine is the job's bound; in a bench profile of a windowed count the
-// client's produce was a tenth of the CPU, all of it on that goroutine
-// (PERFORMANCE.md, "Issue 20, session 44").
+// client's produce was a tenth of the CPU, all of it on the goroutines
+// running the tasks (PERFORMANCE.md, "Issue 20, session 44").
 //
 // Records reach the client in the order send was called: a task's records,
 // sent from whichever goroutine runs it, one at a time (pipeline.go), keep
 // their order within each partition, as a changelog's must.
 //
-// Invariant 1 holds because the commit sequence calls flush before it ends
-// the transaction (commit.go): every record a task sent is then with the
-// client, whose End flushes it into the transaction.
+// The commit sequence flushes the tasks on goroutines of its own and waits
+// for them (commit.go): there the records go to the client on the goroutine
+// that sent them, as they did before the sender, for one goroutine of the
+// sender's took longer than the flushes' own (a word count's commit sends
+// most of its records). It calls directSends, which waits until the queue
+// is empty, before it flushes the tasks, and queueSends after the
+// transaction.
+//
+// Invariant 1 holds because every record a task sent before directSends is
+// with the client when it returns, and every record sent after it is
+// with the client when send returns; End then flushes the client's records
+// into the transaction.
 type sender struct {
 	produce func(*kgo.Record, func(*kgo.Record, error))
 
 	mu sync.Mutex
 	// cond signals changes of queue and busy, and stopping: records
-	// queued (to run), the queue taken or emptied (to send and flush).
+	// queued (to run), the queue taken or emptied (to send and
+	// directSends).
 	cond  sync.Cond
 	queue []queuedRecord
 	spare []queuedRecord // the last batch's memory, for the next queue
 	// busy: run took a batch and is producing it.
-	busy    bool
-	stopped bool
-	done    chan struct{} // closed when run returns
+	busy bool
+	// produceOnSend: send produces on the goroutine that calls it
+	// (directSends, queueSends).
+	produceOnSend bool
+	stopped       bool
+	done          chan struct{} // closed when run returns
 }
 
 type queuedRecord struct {
@@ -56,13 +69,14 @@ func newSender(produce func(*kgo.Record, func(*kgo.Record, error))) *sender {
 // start starts the goroutine; stop waits for it.
 func (s *sender) start() { go s.run() }
 
-// send queues r for the client. After stop it produces r itself.
+// send queues r for the client. Between directSends and queueSends, and
+// after stop, it produces r itself.
 func (s *sender) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	s.mu.Lock()
 	for len(s.queue) >= maxQueued && !s.stopped {
 		s.cond.Wait()
 	}
-	if s.stopped {
+	if s.produceOnSend || s.stopped {
 		s.mu.Unlock()
 		s.produce(r, promise)
 		return
@@ -74,12 +88,22 @@ func (s *sender) send(r *kgo.Record, promise func(*kgo.Record, error)) {
 	s.mu.Unlock()
 }
 
-// flush returns once the client holds every record sent before it.
-func (s *sender) flush() {
+// directSends returns once the client holds every record sent before it;
+// from then on send produces on the goroutine that calls it, until
+// queueSends.
+func (s *sender) directSends() {
 	s.mu.Lock()
 	for len(s.queue) > 0 || s.busy {
 		s.cond.Wait()
 	}
+	s.produceOnSend = true
+	s.mu.Unlock()
+}
+
+// queueSends ends directSends: send queues again.
+func (s *sender) queueSends() {
+	s.mu.Lock()
+	s.produceOnSend = false
 	s.mu.Unlock()
 }
 
@@ -101,7 +125,7 @@ func (s *sender) run() {
 	for {
 		for len(s.queue) == 0 {
 			s.busy = false
-			s.cond.Broadcast() // flush waits for this
+			s.cond.Broadcast() // directSends waits for this
 			if s.stopped {
 				return
 			}

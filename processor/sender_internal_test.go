@@ -39,11 +39,11 @@ func TestSenderKeepsEachSendersOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s.flush()
-	n := len(got) // read after flush: the goroutine is idle
+	s.directSends()
+	n := len(got) // read after directSends: the goroutine is idle
 	s.stop()
 	if n != senders*each {
-		t.Fatalf("the client got %d records after flush, want %d", n, senders*each)
+		t.Fatalf("the client got %d records after directSends, want %d", n, senders*each)
 	}
 	next := [senders]int64{}
 	for _, r := range got {
@@ -59,11 +59,11 @@ func TestSenderKeepsEachSendersOrder(t *testing.T) {
 	}
 }
 
-// TestSenderFlushWaitsForTheRecordInFlight holds the client's produce of
-// one record: flush must wait for it, though nothing else is queued, since
-// the commit sequence ends the transaction when flush returns; a flush
-// after a record queued behind it waits for that one too.
-func TestSenderFlushWaitsForTheRecordInFlight(t *testing.T) {
+// TestSenderDirectSendsWaitsForTheRecordInFlight holds the client's
+// produce of one record: directSends must wait for it, though nothing else
+// is queued, since the commit sequence goes on to end the transaction; and
+// for a record queued behind it.
+func TestSenderDirectSendsWaitsForTheRecordInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		unblock := sync.OnceFunc(func() { close(release) })
@@ -79,21 +79,51 @@ func TestSenderFlushWaitsForTheRecordInFlight(t *testing.T) {
 		defer unblock() // before stop, should the test fail with record 0 held
 		s.send(senderRecord(0, 0), nil)
 		synctest.Wait() // the goroutine holds record 0, the queue is empty
-		flushed := make(chan struct{})
-		go func() { s.flush(); close(flushed) }()
+		direct := make(chan struct{})
+		go func() { s.directSends(); close(direct) }()
 		synctest.Wait()
 		select {
-		case <-flushed:
-			t.Fatal("flush returned while the client's produce of a record was in flight")
+		case <-direct:
+			t.Fatal("directSends returned while the client's produce of a record was in flight")
 		default:
 		}
 		s.send(senderRecord(0, 1), nil) // queued behind it
 		unblock()
-		<-flushed
-		s.flush()
+		<-direct
 		if len(produced) != 2 || produced[0] != 0 || produced[1] != 1 {
-			t.Fatalf("at flush's return the client had %v, want [0 1]", produced)
+			t.Fatalf("when directSends returned the client had %v, want [0 1]", produced)
 		}
+	})
+}
+
+// TestSenderDirectSendsProduceOnTheSender checks that between directSends
+// and queueSends a send returns only once the client took the record (the
+// commit sequence ends the transaction once its flushes return), and that
+// after queueSends it returns at once again.
+func TestSenderDirectSendsProduceOnTheSender(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		s := newSender(func(*kgo.Record, func(*kgo.Record, error)) { <-release })
+		s.start()
+		defer s.stop()
+		defer unblock()
+		s.directSends()
+		sent := make(chan struct{})
+		go func() { s.send(senderRecord(0, 0), nil); close(sent) }()
+		synctest.Wait()
+		select {
+		case <-sent:
+			t.Fatal("after directSends a send returned before the client took its record")
+		default:
+		}
+		unblock()
+		<-sent
+		s.queueSends()
+		release = make(chan struct{})
+		unblock = sync.OnceFunc(func() { close(release) })
+		s.send(senderRecord(0, 1), nil) // returns with the client's produce held
+		unblock()
 	})
 }
 
@@ -125,7 +155,7 @@ func TestSenderBoundsItsQueue(t *testing.T) {
 		}
 		close(release)
 		<-sent
-		s.flush()
+		s.directSends()
 	})
 }
 
