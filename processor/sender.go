@@ -21,9 +21,9 @@ import (
 //
 // The commit sequence flushes the tasks on goroutines of its own and waits
 // for them (commit.go): there the records go to the client on the goroutine
-// that sent them, as they did before the sender, for one goroutine of the
-// sender's took longer than the flushes' own (a word count's commit sends
-// most of its records). It calls directSends, which waits until the queue
+// that sent them, as they did before the sender: its one goroutine took
+// longer to produce a commit's records than the flushing goroutines did
+// (a word count's commit sends most of its records). It calls directSends, which waits until the queue
 // is empty, before it flushes the tasks, and queueSends after the
 // transaction.
 //
