@@ -111,10 +111,9 @@ type Window[K, V, A any] struct {
 	// about, whether the store may hold windows of it: not when a range
 	// over the start found none and the runtime wrote none since
 	// (markStored), so that a window opened held needs no read to know
-	// the store lacks it. A
-	// transaction opens windows of a few starts, mostly of its latest,
-	// so a list searched from its end beats a map. Forgotten at each
-	// flush and abort.
+	// the store lacks it. A transaction opens windows of a few starts,
+	// mostly of its latest, so a list searched from its end beats a map.
+	// Forgotten at each flush and abort.
 	stored []startStored
 }
 
