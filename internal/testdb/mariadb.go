@@ -123,7 +123,7 @@ func (m *MariaDB) start(ctx context.Context) error {
 		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=32M",
 		"--innodb-flush-log-at-trx-commit=1", // prepared XA transactions must survive Crash
 	}, m.userArgs()...)
-	proc, err := startProcess(exec.Command(m.bin, args...), filepath.Join(m.dir, "stdout.log"))
+	proc, err := startProcess(exec.Command(m.bin, args...), filepath.Join(m.dir, "stdout.log"), m.log)
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func (p *Postgres) start(ctx context.Context) error {
 		"-c", "fsync=on", // prepared transactions must survive Crash
 		"-c", "shared_buffers=32MB")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
-	proc, err := startProcess(cmd, p.log)
+	proc, err := startProcess(cmd, p.log, p.log)
 	if err != nil {
 		return err
 	}

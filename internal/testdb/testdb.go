@@ -98,12 +98,15 @@ func lookBin(dirs []string, names ...string) string {
 // for.
 type process struct {
 	cmd  *exec.Cmd
+	log  string // the server's own log, quoted when it ends unasked
 	done chan struct{}
 	err  error // of Wait, once done is closed
 }
 
-func startProcess(cmd *exec.Cmd, logPath string) (*process, error) {
-	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+// startProcess starts cmd with its output appended to outPath; logPath is
+// where the server writes its log (the same file for PostgreSQL).
+func startProcess(cmd *exec.Cmd, outPath, logPath string) (*process, error) {
+	log, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("testdb: open the server log: %w", err)
 	}
@@ -121,7 +124,7 @@ func startProcess(cmd *exec.Cmd, logPath string) (*process, error) {
 		log.Close()
 		return nil, fmt.Errorf("testdb: start %s: %w", cmd.Path, err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
+	p := &process{cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		log.Close()
@@ -140,15 +143,16 @@ func (p *process) exited() bool {
 }
 
 // stop sends sig and waits up to grace for the process to exit, then kills
-// its process group.
+// its process group. A server that had already ended is an error, with the
+// end of its log: a test that saw its connections fail learns why.
 func (p *process) stop(sig syscall.Signal, grace time.Duration) error {
 	if p.exited() {
-		return nil
+		return fmt.Errorf("testdb: %s (pid %d) had ended before it was stopped: %v%s", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, p.err, logTail(p.log))
 	}
 	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.done:
-		return nil
+		return p.endedBy(sig)
 	case <-time.After(grace):
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
@@ -158,6 +162,17 @@ func (p *process) stop(sig syscall.Signal, grace time.Duration) error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("testdb: %s (pid %d) survived SIGKILL", filepath.Base(p.cmd.Path), p.cmd.Process.Pid)
 	}
+}
+
+// endedBy reports how the process ended, once done is closed, if that was
+// neither a clean exit nor sig: a server caught crashing (its handler
+// still writing the stack) when a test stopped it.
+func (p *process) endedBy(sig syscall.Signal) error {
+	var ee *exec.ExitError
+	if p.err == nil || errors.As(p.err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == sig {
+		return nil
+	}
+	return fmt.Errorf("testdb: %s (pid %d), stopped with %v, ended: %v%s", filepath.Base(p.cmd.Path), p.cmd.Process.Pid, sig, p.err, logTail(p.log))
 }
 
 // waitReady calls ready until it succeeds, the process exits or timeout
