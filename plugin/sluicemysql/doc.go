@@ -9,18 +9,22 @@
 //
 //   - a sink.Participant: Prepare runs XA START xid, the batch's
 //     statements, XA END xid and XA PREPARE xid on one connection, which it
-//     then closes (a prepared XA transaction outlives its session, and the
-//     session could start no other); XA COMMIT and XA ROLLBACK resolve it,
-//     wrapping sink.ErrNotPrepared on XAER_NOTA; Prepared lists XA RECOVER
-//     by prefix. XA RECOVER shows the whole server's prepared transactions,
-//     not one database's: give each application its own prefix. The user
-//     needs XA_RECOVER_ADMIN on MySQL 8, and PROCESS for the wait below.
-//     Prepare returns once its session has ended, off the processlist and
-//     with InnoDB's status (SHOW ENGINE INNODB STATUS) no longer naming it
-//     under a transaction; resolving an id another process prepared first
-//     waits for the user's sessions holding a transaction to end, and for
-//     any session still ending: MariaDB loses a transaction committed
-//     while its preparing session is still ending.
+//     holds; XA COMMIT and XA ROLLBACK resolve the transaction on that
+//     connection and close it, wrapping sink.ErrNotPrepared on XAER_NOTA;
+//     Prepared lists XA RECOVER by prefix. XA RECOVER shows the whole
+//     server's prepared transactions, not one database's: give each
+//     application its own prefix. The user needs XA_RECOVER_ADMIN on MySQL
+//     8, and PROCESS for the waits below.
+//     MariaDB loses a transaction that another session commits while its
+//     preparing session is still ending, and SHOW ENGINE INNODB STATUS,
+//     which tells when a session has ended, crashed MariaDB 10.11 when read
+//     while one did. So the preparing session resolves its transaction,
+//     and only when it cannot (unresolved after 5s, Close, MaxConns, a lost
+//     answer) does the session end with the transaction prepared, and is
+//     watched until it has; resolving an id another process prepared
+//     first waits for the user's sessions holding a transaction to end,
+//     and for any session still ending. At most MaxConns-1 sessions are
+//     held.
 //   - a sink.Idempotent: Write stores the rows and the next offset of each
 //     source partition in one ordinary transaction, in the table
 //     sluice_sink_offsets (sink, topic, kafka_partition, next_offset),

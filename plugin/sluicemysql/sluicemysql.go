@@ -35,9 +35,35 @@ type Sink[K, V any] struct {
 	// resolved: those need no wait for another session.
 	mine sync.Map
 
+	mu struct {
+		sync.Mutex
+		held   map[string]*heldTxn // by id
+		closed bool
+	}
+	// maxHeld bounds the sessions held, so that a bounded pool keeps a
+	// connection for the next Prepare; holdFor is how long a session is
+	// held before it is ended (a field for tests).
+	maxHeld  int
+	holdFor  time.Duration
+	releases sync.WaitGroup // the timers' ends of held sessions
+
 	// beforePrepare, set by tests, runs between XA END and XA PREPARE.
 	beforePrepare func()
 }
+
+// heldTxn is a prepared transaction still attached to the session that
+// prepared it, which Prepare keeps open so that CommitPrepared or
+// RollbackPrepared resolves it there.
+type heldTxn struct {
+	c       *sql.Conn
+	session int64
+	timer   *time.Timer
+}
+
+// holdFor is how long Prepare holds a session by default: longer than a
+// Kafka commit takes, and shorter than the 10s another process's recovery
+// of the id waits for the session to end (resolve).
+const holdFor = 5 * time.Second
 
 var (
 	_ sink.Participant[string, string] = (*Sink[string, string])(nil)
@@ -163,8 +189,13 @@ func New[K, V any](ctx context.Context, rawURL string, t sluicedb.Table[K, V], o
 	if cfg.maxConns > 0 {
 		db.SetMaxOpenConns(cfg.maxConns)
 	}
-	s := &Sink[K, V]{db: db, url: u, w: w,
+	s := &Sink[K, V]{db: db, url: u, w: w, holdFor: holdFor,
 		idem: sqlsink.NewIdempotent(sqlsink.Store(store{db}), w, sqlsink.NewOffsets(dialect, cfg.offsetsTable))}
+	s.mu.held = map[string]*heldTxn{}
+	s.maxHeld = math.MaxInt
+	if cfg.maxConns > 0 {
+		s.maxHeld = cfg.maxConns - 1 // never all: one for the next Prepare
+	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sluicemysql: connect to %s: %w: %w", u.Redacted(), sluicedb.ErrConnection, err)
@@ -198,8 +229,21 @@ func driverConfig(u sluicedb.URL) (*mysql.Config, error) {
 	return mc, nil
 }
 
-// Close closes the connection pool.
-func (s *Sink[K, V]) Close() error { return s.db.Close() }
+// Close ends the sessions it holds (their transactions stay prepared, for
+// recovery) and closes the connection pool.
+func (s *Sink[K, V]) Close() error {
+	s.mu.Lock()
+	s.mu.closed = true
+	held := s.mu.held
+	s.mu.held = nil
+	s.mu.Unlock()
+	for _, h := range held {
+		h.timer.Stop()
+		end(h.c) // detached, still prepared: resolved by recovery
+	}
+	s.releases.Wait()
+	return s.db.Close()
+}
 
 // Ping checks that the database answers (sink.Pinger: sluice pings its
 // sinks when it starts); its error names the URL without its password.
@@ -222,13 +266,21 @@ func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
 
 // Prepare writes records in a new XA transaction and prepares it as xid.
 //
-// It runs on a session of its own, closed afterwards rather than pooled: a
-// prepared XA transaction stays attached to its session (which can start
-// no other), and closing a session whose XA transaction is not prepared
-// rolls it back. Prepare returns only once the server has ended that
-// session (waitEnded): MariaDB 10.11 loses a transaction that another
-// session commits while the preparing session is still ending (XA COMMIT
-// answers OK, the rows never appear), and waiting closes that window.
+// It runs on a session of its own. A prepared XA transaction stays
+// attached to its session, which can start no other, until the session
+// resolves it or ends; closing a session whose XA transaction is not
+// prepared rolls it back. Prepare holds the session open (hold), so that
+// CommitPrepared or RollbackPrepared resolves the transaction on it: no
+// other session has to resolve a transaction whose session is ending.
+// MariaDB 10.11 loses one that another session commits while the
+// preparing session is still ending (XA COMMIT answers OK, the rows never
+// appear), and watching for the end (waitEnded) reads InnoDB's status,
+// which crashed the server when a session ended during the read (SHOW
+// ENGINE INNODB STATUS segfaulted MariaDB 10.11.19 once in CI, and three
+// times in some 840 runs of TestCommitRightAfterPrepare here, each of 600
+// prepares). A session Prepare cannot hold (the sink closed, or MaxConns
+// leaves no room) ends before Prepare returns, and Prepare waits until it
+// has.
 func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Record[K, V]) error {
 	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
@@ -244,8 +296,10 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 	} else {
 		err = fmt.Errorf("sluicemysql: prepare %s: %w", xid, s.w.Classify(err))
 	}
-	_ = c.Raw(func(any) error { return driver.ErrBadConn }) // closed, not pooled
-	_ = c.Close()
+	if err == nil && s.hold(xid, c, session) {
+		return nil
+	}
+	end(c)
 	var gone error
 	if session != 0 {
 		gone = s.waitEnded(ctx, session, time.Now().Add(10*time.Second))
@@ -265,6 +319,65 @@ func (s *Sink[K, V]) Prepare(ctx context.Context, xid string, records []sink.Rec
 		return sqlsink.Unprepare(ctx, failed.err, func(ctx context.Context) error { return s.RollbackPrepared(ctx, xid) })
 	default:
 		return err
+	}
+}
+
+// end closes c's session rather than pooling it.
+func end(c *sql.Conn) {
+	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.Close()
+}
+
+// hold keeps c, whose session prepared xid, until CommitPrepared or
+// RollbackPrepared takes it (take), or holdFor passes: then it ends the
+// session, as Prepare would have, so that a new owner of the task in
+// another process can resolve the transaction (the runtime leaves one
+// whose Kafka commit's outcome it does not know to the recovery). It
+// reports false, holding nothing, when the sink is closed or holds
+// maxHeld sessions.
+func (s *Sink[K, V]) hold(xid string, c *sql.Conn, session int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed || len(s.mu.held) >= s.maxHeld {
+		return false
+	}
+	h := &heldTxn{c: c, session: session}
+	h.timer = time.AfterFunc(s.holdFor, func() {
+		s.mu.Lock()
+		if s.mu.held[xid] != h { // taken, or the sink closed
+			s.mu.Unlock()
+			return
+		}
+		delete(s.mu.held, xid)
+		s.releases.Add(1) // before Close's Wait: Close sets closed under mu
+		s.mu.Unlock()
+		defer s.releases.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.release(ctx, xid, h)
+	})
+	s.mu.held[xid] = h
+	return true
+}
+
+// take returns the held session of xid, if any, and forgets it.
+func (s *Sink[K, V]) take(xid string) *heldTxn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.mu.held[xid]
+	if h != nil {
+		delete(s.mu.held, xid)
+		h.timer.Stop()
+	}
+	return h
+}
+
+// release ends h's session; once the server has ended it, xid needs no
+// wait for other sessions when this sink resolves it.
+func (s *Sink[K, V]) release(ctx context.Context, xid string, h *heldTxn) {
+	end(h.c)
+	if s.waitEnded(ctx, h.session, time.Now().Add(10*time.Second)) == nil {
+		s.mine.Store(xid, struct{}{})
 	}
 }
 
@@ -395,6 +508,17 @@ var ErrAttached = errors.New("sluicemysql: the transaction is prepared but still
 func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
 	if err := sqlsink.CheckXID(dialect.Name, xid); err != nil {
 		return err
+	}
+	if h := s.take(xid); h != nil {
+		_, err := h.c.ExecContext(ctx, verb+" '"+xid+"'")
+		// Closed even when resolved: Prepare set session variables.
+		if err == nil {
+			end(h.c)
+			return nil
+		}
+		// Its answer lost, or refused: resolved (or found resolved) from
+		// another session once this one has ended.
+		s.release(ctx, xid, h)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	// An id this sink did not prepare may belong to a session that is
