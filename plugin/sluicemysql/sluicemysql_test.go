@@ -368,7 +368,7 @@ func TestPrepareHoldsItsSession(t *testing.T) {
 	}
 	rows(1)
 
-	s.holdFor = 300 * time.Millisecond
+	s.holdFor = 2 * time.Second // longer than the short wait below, on a loaded machine too
 	prepare("h-2")
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
@@ -399,7 +399,9 @@ func TestPrepareHoldsItsSession(t *testing.T) {
 // rather than waiting for a hold to end.
 func TestPrepareHoldsWithinMaxConns(t *testing.T) {
 	m := testdb.StartMariaDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A Prepare that waits for a connection a hold keeps fails here
+	// rather than hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, conns := range []int{1, 2, 3} {
 		name := "max" + strconv.Itoa(conns)
