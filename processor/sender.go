@@ -23,9 +23,9 @@ import (
 // for them (commit.go): there the records go to the client on the goroutine
 // that sent them, as they did before the sender: its one goroutine took
 // longer to produce a commit's records than the flushing goroutines did
-// (a word count's commit sends most of its records). It calls directSends, which waits until the queue
-// is empty, before it flushes the tasks, and queueSends after the
-// transaction.
+// (a word count's commit sends most of its records). It calls directSends,
+// which waits until the queue is empty, before it flushes the tasks, and
+// queueSends after the transaction.
 //
 // Invariant 1 holds because every record a task sent before directSends is
 // with the client when it returns, and every record sent after it is
