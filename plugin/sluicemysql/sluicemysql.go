@@ -277,7 +277,7 @@ func (e connExec) Exec(ctx context.Context, q string, args ...any) error {
 // appear), and watching for the end (waitEnded) reads InnoDB's status,
 // which crashed the server when a session ended during the read (SHOW
 // ENGINE INNODB STATUS segfaulted MariaDB 10.11.19 once in CI, and three
-// times in some 840 runs of TestCommitRightAfterPrepare here, each of 600
+// times in some 500 runs of TestCommitRightAfterPrepare here, each of 600
 // prepares). A session Prepare cannot hold (the sink closed, or MaxConns
 // leaves no room) ends before Prepare returns, and Prepare waits until it
 // has.

@@ -145,7 +145,7 @@ func TestAttached(t *testing.T) {
 // these when Prepare ended its session and waited only for the
 // processlist, 1 in 10,000 when it also waited for InnoDB's status to let
 // the transaction go. Reading that status while sessions ended crashed the
-// server under this test (about 1 run in 300, and once in CI). Now each
+// server under this test (about 1 run in 170, and once in CI). Now each
 // commit runs on the preparing session (TestPrepareHoldsItsSession), which
 // avoids both; the races are the server's and their timing, so this test
 // can pass without that, and it is the check that catches a way back to
