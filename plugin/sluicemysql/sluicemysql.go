@@ -500,9 +500,10 @@ func (s *Sink[K, V]) attached(ctx context.Context) ([]int64, error) {
 // ErrAttached is wrapped by CommitPrepared and RollbackPrepared when the
 // transaction is prepared but still attached to the session that prepared
 // it (MySQL and MariaDB answer XAER_NOTA to every other session until that
-// one ends): retry later. Prepare ends its session before it returns, so
-// this is seen only while a process that prepared is stuck or dying. Prepare
-// wraps it too in the rare case where its session did not end in time.
+// one ends): retry later. Another process's sink sees it while the sink
+// that prepared holds its session (up to 5s unresolved, see hold), or
+// while that process is stuck or dying. Prepare wraps it too in the rare
+// case where a session it could not hold did not end in time.
 var ErrAttached = errors.New("sluicemysql: the transaction is prepared but still attached to another session")
 
 func (s *Sink[K, V]) resolve(ctx context.Context, verb, xid string) error {
