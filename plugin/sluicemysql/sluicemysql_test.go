@@ -201,6 +201,27 @@ func TestCommitRightAfterPrepare(t *testing.T) {
 	if reads := statusReads() - readsBefore; reads != 0 {
 		t.Errorf("%d reads of InnoDB's status for %d commits, want none", reads, tasks*each)
 	}
+	// Control: a sink that can hold no session (MaxConns(1)) ends each
+	// Prepare's session and watches it end, and the count sees those
+	// reads.
+	one, err := New(ctx, m.URL(), sqlsinktest.BillsTable("race", "varchar(64)", "bigint"), MaxConns(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	readsBefore = statusReads()
+	for j := range 3 {
+		xid := fmt.Sprintf("control-%d", j)
+		if err := one.Prepare(ctx, xid, []sink.Record[string, *bill]{{Key: xid, Value: &bill{Account: "a", Cents: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := one.CommitPrepared(ctx, xid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if statusReads() == readsBefore {
+		t.Error("control: 3 commits whose sessions ended counted no read of InnoDB's status")
+	}
 }
 
 // TestPrepareWaitsNoLongerThanItsContext: a Prepare that waits for a row
