@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/sluice-streams/sluice/internal/testkeys"
 )
 
 type engineCase struct {
@@ -504,51 +505,179 @@ func TestEngineRangeSeesEveryWrite(t *testing.T) {
 			t.Fatalf("Range after Wipe = %q", got)
 		}
 
-		// Key i is written by the i-th Apply, so a committed state is
-		// the keys below some n: each reader checks that what it sees
-		// is such a state and that n never goes back.
-		const writes = 200
-		key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
-		var wg sync.WaitGroup
-		done := make(chan struct{})
-		for range 3 {
-			wg.Go(func() {
-				last := 0
-				for {
-					n := 0
-					err := e.Range(nil, nil, func(k, _ []byte) error {
-						if !bytes.Equal(k, key(n)) {
-							return fmt.Errorf("key %q where %q was due", k, key(n))
-						}
-						n++
-						return nil
-					})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if n < last {
-						t.Errorf("a Range saw %d keys after one saw %d", n, last)
-						return
-					}
-					last = n
-					select {
-					case <-done:
-						return
-					default:
-					}
+		raceWrites(t, e, func(key func(int) []byte) (int, error) {
+			n := 0
+			err := e.Range(nil, nil, func(k, _ []byte) error {
+				if !bytes.Equal(k, key(n)) {
+					return fmt.Errorf("key %q where %q was due", k, key(n))
 				}
+				n++
+				return nil
 			})
+			return n, err
+		}, func(key []byte) {
+			if got, want := dump(t, e, key, nil), string(key)+"=v"; got != want {
+				t.Fatalf("after the write of %q: Range = %q, want %q", key, got, want)
+			}
+		})
+	})
+}
+
+// raceWrites writes key i (k0000, k0001, ...) by the i-th of 200 Applies
+// while three readers call seen, which reads the engine and says how many
+// keys it saw: a committed state is the keys below some n, and no reader's
+// n may go back. After each Apply, check reads the key just written.
+func raceWrites(t *testing.T, e Engine, seen func(key func(int) []byte) (int, error), check func(key []byte)) {
+	t.Helper()
+	const writes = 200
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for range 3 {
+		wg.Go(func() {
+			last := 0
+			for {
+				n, err := seen(key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n < last {
+					t.Errorf("a reader saw %d keys after it saw %d", n, last)
+					return
+				}
+				last = n
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		})
+	}
+	for i := range writes {
+		if err := e.Apply([]Write{{Key: key(i), Value: []byte("v")}}, NoCheckpoint); err != nil {
+			t.Fatal(err)
 		}
-		for i := range writes {
-			if err := e.Apply([]Write{{Key: key(i), Value: []byte("v")}}, NoCheckpoint); err != nil {
+		check(key(i))
+	}
+	close(done)
+	wg.Wait()
+}
+
+// TestEngineGetSeesEveryWrite: a Get sees every write applied before it —
+// put, overwritten, deleted, range-deleted, wiped — for keys of every
+// length, keys that are prefixes of each other and UUIDs, and a Get running
+// while another goroutine writes sees a committed state no older than the
+// last one it saw. Pebble keeps an iterator from one Get to the next; one
+// made before a write must not answer after it.
+func TestEngineGetSeesEveryWrite(t *testing.T) {
+	keys := testkeys.Bytes()
+	for _, u := range testkeys.UUIDs(8) {
+		keys = append(keys, []byte(u))
+	}
+	// Every key also with a byte more and a byte less: a key found must be
+	// the key asked for, not one it prefixes or that prefixes it.
+	ext := func(k []byte) []byte { return append(bytes.Clone(k), 0) }
+	stored := make(map[string]bool)
+	for _, k := range keys {
+		stored[string(k)] = true
+	}
+	forEachEngine(t, func(t *testing.T, e Engine) {
+		want := func(k []byte, v string) {
+			t.Helper()
+			got, ok, err := e.Get(k)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := dump(t, e, key(i), nil), string(key(i))+"=v"; got != want {
-				t.Fatalf("after write %d: Range = %q, want %q", i, got, want)
+			g := "<missing>"
+			if ok {
+				g = string(got)
+			}
+			if g != v {
+				t.Fatalf("Get(%q) = %q, want %q", k, g, v)
 			}
 		}
-		close(done)
-		wg.Wait()
+		for i, k := range keys {
+			want(k, "<missing>")
+			if err := e.Apply([]Write{{Key: k, Value: fmt.Appendf(nil, "v%d", i)}}, NoCheckpoint); err != nil {
+				t.Fatal(err)
+			}
+			want(k, fmt.Sprintf("v%d", i))
+			want(ext(k), "<missing>")
+			if short := k[:max(len(k)-1, 0)]; !stored[string(short)] {
+				want(short, "<missing>")
+			}
+		}
+		for i, k := range keys {
+			want(k, fmt.Sprintf("v%d", i))
+			var w Write
+			switch i % 3 {
+			case 0: // overwritten
+				w = Write{Key: k, Value: []byte("w")}
+			case 1: // deleted
+				w = Write{Key: k}
+			case 2: // range-deleted, with the key a byte longer
+				w = Write{Key: k, End: ext(ext(k))}
+			}
+			if err := e.Apply([]Write{w}, NoCheckpoint); err != nil {
+				t.Fatal(err)
+			}
+			if i%3 == 0 {
+				want(k, "w")
+			} else {
+				want(k, "<missing>")
+			}
+		}
+		if err := e.Wipe(); err != nil {
+			t.Fatal(err)
+		}
+		want(keys[0], "<missing>")
+		want(keys[len(keys)-1], "<missing>")
+
+		raceWrites(t, e, func(key func(int) []byte) (int, error) {
+			for n := 0; ; n++ {
+				if _, ok, err := e.Get(key(n)); err != nil || !ok {
+					return n, err
+				}
+			}
+		}, func(key []byte) { want(key, "v") })
 	})
+}
+
+// TestPebbleKeepsIteratorsUntilAWrite: Get and Range keep their iterators
+// for the next read, and a write drops both, so that no iterator pins a
+// memtable or a file past it.
+func TestPebbleKeepsIteratorsUntilAWrite(t *testing.T) {
+	p, err := OpenPebble(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	kept := func() (gets, ranges bool) {
+		p.iterMu.Lock()
+		defer p.iterMu.Unlock()
+		return p.gets.it != nil, p.ranges.it != nil
+	}
+	for _, w := range []struct {
+		name  string
+		write func() error
+	}{
+		{"Apply", func() error { return p.Apply(writes("a", "1"), NoCheckpoint) }},
+		{"Wipe", p.Wipe},
+	} {
+		if _, _, err := p.Get([]byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		dump(t, p, nil, nil)
+		if g, r := kept(); !g || !r {
+			t.Fatalf("after a Get and a Range: Get's iterator kept %v, Range's %v", g, r)
+		}
+		if err := w.write(); err != nil {
+			t.Fatal(err)
+		}
+		if g, r := kept(); g || r {
+			t.Fatalf("after %s: Get's iterator kept %v, Range's %v", w.name, g, r)
+		}
+	}
 }

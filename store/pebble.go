@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -95,17 +96,25 @@ type Pebble struct {
 	// updates it under the shared lock.
 	checkpoint atomic.Int64
 
-	// iter is an iterator kept from one Range to the next (nil: none):
-	// making one costs more than a short range (a stream join ranges the
-	// other side's store for every record), and SetBounds readies a kept
-	// one for the next. An iterator reads the database as it was when it
-	// was made, so iterGen, the writes counted by gen when it was made,
-	// must still be gen's count for it to be used; every write (Apply,
-	// Wipe) counts and drops it, so that it pins no file past a write.
-	iterMu  sync.Mutex
-	iter    *pebble.Iterator
-	iterGen uint64
-	gen     atomic.Uint64
+	// ranges is an iterator kept from one Range to the next: making one
+	// costs more than a short range (a stream join ranges the other side's
+	// store for every record), and SetBounds readies a kept one for the
+	// next. gets is one kept from one Get to the next, which reads with
+	// L6's filters (see Get). An iterator reads the database as it was
+	// when it was made, so each is used only while no write came since;
+	// every write (Apply, Wipe) counts in gen and drops both, so that they
+	// pin no memtable or file past a write.
+	iterMu sync.Mutex
+	ranges kept
+	gets   kept
+	gen    atomic.Uint64
+}
+
+// kept is an iterator kept for the next read (nil: none), and the writes
+// gen had counted when it was made.
+type kept struct {
+	it  *pebble.Iterator
+	gen uint64
 }
 
 var _ Engine = (*Pebble)(nil)
@@ -221,27 +230,50 @@ func (p *Pebble) readCheckpoint() (int64, error) {
 }
 
 // Get returns a copy of the value stored under key.
+//
+// It seeks an iterator kept from the last Get rather than calling Pebble's
+// Get, which makes an iterator of every level it reads anew for each key.
+// The kept iterator also reads L6's filters, which Pebble's Get never does:
+// most keys a stateful operator asks the engine for are new (a bill not
+// seen yet, a key not counted yet), and in a database this small almost
+// every key lives in L6. BenchmarkPebbleGet (145,000 keys, most in L6, a
+// shared block cache): 1.4 µs a random hit and 0.6 µs a miss, against 1.9
+// and 2.2 µs with Pebble's Get.
 func (p *Pebble) Get(key []byte) ([]byte, bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.db == nil {
 		return nil, false, ErrClosed
 	}
-	// Not a shared buffer: Get runs concurrently with other readers.
-	v, closer, err := p.db.Get(userKey(key))
-	if errors.Is(err, pebble.ErrNotFound) {
+	k := userKey(key)
+	it, gen := p.takeIter(&p.gets)
+	if it == nil {
+		var err error
+		if it, err = p.db.NewIter(&pebble.IterOptions{UseL6Filters: true}); err != nil {
+			return nil, false, fmt.Errorf("store: get: %w", err)
+		}
+	}
+	// The default comparer's prefix is the whole key, so a key found is
+	// key; compared all the same, as Pebble's Get does.
+	if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
+		if err := it.Error(); err != nil {
+			_ = it.Close()
+			return nil, false, fmt.Errorf("store: get: %w", corrupted(p.dir, err))
+		}
+		p.keepIter(&p.gets, it, gen)
 		return nil, false, nil
 	}
+	v, err := it.ValueAndErr()
 	if err != nil {
+		_ = it.Close()
 		return nil, false, fmt.Errorf("store: get: %w", corrupted(p.dir, err))
 	}
 	// make, not bytes.Clone: an empty stored value must come back non-nil,
-	// since nil means "deleted" everywhere else in this package.
+	// since nil means "deleted" everywhere else in this package. A copy,
+	// since the iterator's value lasts only until its next move.
 	out := make([]byte, len(v))
 	copy(out, v)
-	if err := closer.Close(); err != nil {
-		return nil, false, fmt.Errorf("store: get: %w", err)
-	}
+	p.keepIter(&p.gets, it, gen)
 	return out, true, nil
 }
 
@@ -260,7 +292,7 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 	if end != nil {
 		upper = userKey(end)
 	}
-	it, gen := p.takeIter()
+	it, gen := p.takeIter(&p.ranges)
 	if it != nil {
 		it.SetBounds(lower, upper)
 	} else {
@@ -276,7 +308,7 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 			return fmt.Errorf("store: range: %w", corrupted(p.dir, err))
 		}
 		if err := fn(it.Key()[1:], v); err != nil {
-			p.keepIter(it, gen)
+			p.keepIter(&p.ranges, it, gen)
 			return err
 		}
 	}
@@ -284,48 +316,51 @@ func (p *Pebble) Range(start, end []byte, fn func(key, value []byte) error) erro
 		_ = it.Close()
 		return fmt.Errorf("store: range: %w", corrupted(p.dir, err))
 	}
-	p.keepIter(it, gen)
+	p.keepIter(&p.ranges, it, gen)
 	return nil
 }
 
-// takeIter hands out the kept iterator if no write came since it was made
-// (nil if there is none), and the count of writes a new one would be made
-// at: read before it is made, so that a write while it is made leaves it
-// unkept rather than kept stale.
-func (p *Pebble) takeIter() (*pebble.Iterator, uint64) {
+// takeIter hands out k's iterator if no write came since it was made (nil
+// if there is none), and the count of writes a new one would be made at:
+// read before it is made, so that a write while it is made leaves it
+// unkept rather than kept stale. A reader on another goroutine at the same
+// time gets none and makes its own.
+func (p *Pebble) takeIter(k *kept) (*pebble.Iterator, uint64) {
 	p.iterMu.Lock()
 	defer p.iterMu.Unlock()
 	gen := p.gen.Load()
-	it := p.iter
-	p.iter = nil
-	if it != nil && p.iterGen != gen {
+	it := k.it
+	k.it = nil
+	if it != nil && k.gen != gen {
 		_ = it.Close()
 		it = nil
 	}
 	return it, gen
 }
 
-// keepIter keeps it, made when gen writes had been counted, for the next
-// Range, unless a write came since or another iterator is kept.
-func (p *Pebble) keepIter(it *pebble.Iterator, gen uint64) {
+// keepIter keeps it, made when gen writes had been counted, in k for the
+// next read, unless a write came since or k holds another.
+func (p *Pebble) keepIter(k *kept, it *pebble.Iterator, gen uint64) {
 	p.iterMu.Lock()
 	defer p.iterMu.Unlock()
-	if p.iter != nil || gen != p.gen.Load() {
+	if k.it != nil || gen != p.gen.Load() {
 		_ = it.Close()
 		return
 	}
-	p.iter, p.iterGen = it, gen
+	k.it, k.gen = it, gen
 }
 
-// wrote counts a write and drops the kept iterator, which reads the
+// wrote counts a write and drops the kept iterators, which read the
 // database as it was before it.
 func (p *Pebble) wrote() {
 	p.gen.Add(1)
 	p.iterMu.Lock()
 	defer p.iterMu.Unlock()
-	if p.iter != nil {
-		_ = p.iter.Close()
-		p.iter = nil
+	for _, k := range []*kept{&p.ranges, &p.gets} {
+		if k.it != nil {
+			_ = k.it.Close()
+			k.it = nil
+		}
 	}
 }
 
