@@ -523,16 +523,20 @@ func TestEngineRangeSeesEveryWrite(t *testing.T) {
 	})
 }
 
-// raceWrites writes key i (k0000, k0001, ...) by the i-th of 200 Applies
-// while three readers call seen, which reads the engine and says how many
-// keys it saw: a committed state is the keys below some n, and no reader's
-// n may go back. After each Apply, check reads the key just written.
+// raceWrites writes key i (k0000, k0001, ...) by the i-th of
+// raceWriteCount Applies while three readers call seen, which reads the
+// engine and says how many keys it saw: a committed state is the keys
+// below some n, and no reader's n may go back. After each Apply, check
+// reads the key just written.
 func raceWrites(t *testing.T, e Engine, seen func(key func(int) []byte) (int, error), check func(key []byte)) {
 	t.Helper()
-	const writes = 200
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	// Also when check fails the test: the readers stop before the
+	// engine closes.
+	defer wg.Wait()
+	defer close(done)
 	for range 3 {
 		wg.Go(func() {
 			last := 0
@@ -555,15 +559,16 @@ func raceWrites(t *testing.T, e Engine, seen func(key func(int) []byte) (int, er
 			}
 		})
 	}
-	for i := range writes {
+	for i := range raceWriteCount {
 		if err := e.Apply([]Write{{Key: key(i), Value: []byte("v")}}, NoCheckpoint); err != nil {
 			t.Fatal(err)
 		}
 		check(key(i))
 	}
-	close(done)
-	wg.Wait()
 }
+
+// raceWriteCount is the number of writes raceWrites makes.
+const raceWriteCount = 200
 
 // TestEngineGetSeesEveryWrite: a Get sees every write applied before it —
 // put, overwritten, deleted, range-deleted, wiped — for keys of every
@@ -636,11 +641,12 @@ func TestEngineGetSeesEveryWrite(t *testing.T) {
 		want(keys[len(keys)-1], "<missing>")
 
 		raceWrites(t, e, func(key func(int) []byte) (int, error) {
-			for n := 0; ; n++ {
+			for n := range raceWriteCount {
 				if _, ok, err := e.Get(key(n)); err != nil || !ok {
 					return n, err
 				}
 			}
+			return raceWriteCount, nil
 		}, func(key []byte) { want(key, "v") })
 	})
 }
@@ -680,4 +686,23 @@ func TestPebbleKeepsIteratorsUntilAWrite(t *testing.T) {
 			t.Fatalf("after %s: Get's iterator kept %v, Range's %v", w.name, g, r)
 		}
 	}
+
+	// A read on another goroutine that made its iterator before a write
+	// and ends after it must not keep the iterator, which reads the
+	// database as it was before the write.
+	it, gen := p.takeIter(&p.gets)
+	if it != nil {
+		t.Fatal("an iterator kept after a write")
+	}
+	if it, err = p.db.NewIter(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Apply(writes("a", "2"), NoCheckpoint); err != nil {
+		t.Fatal(err)
+	}
+	p.keepIter(&p.gets, it, gen)
+	if g, _ := kept(); g {
+		t.Fatal("an iterator made before a write kept after it")
+	}
+	wantGet(t, p, "a", "2")
 }
