@@ -2,10 +2,12 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/sluice-streams/sluice/internal/testkeys"
@@ -705,4 +707,38 @@ func TestPebbleKeepsIteratorsUntilAWrite(t *testing.T) {
 		t.Fatal("an iterator made before a write kept after it")
 	}
 	wantGet(t, p, "a", "2")
+}
+
+// TestPebbleKeptIteratorLetsCompactedFilesGo: a store that is only read
+// (a global table) keeps its Get iterator for good, and a compaction after
+// the last write must not leave the files it replaced pinned by that
+// iterator: the next read takes a fresh one, and the old files go.
+func TestPebbleKeptIteratorLetsCompactedFilesGo(t *testing.T) {
+	p, err := OpenPebble(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 4 {
+		mustApply(t, p, int64(i), fmt.Sprintf("k%d", i), "v")
+		if err := p.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantGet(t, p, "k0", "v")
+	if err := p.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if z := p.db.Metrics().Table.ZombieCount; z == 0 {
+		t.Fatal("no zombie tables after the compaction: the test does not pin any")
+	}
+	wantGet(t, p, "k1", "v")
+	// Pebble deletes what no version refers to in the background.
+	deadline := time.Now().Add(10 * time.Second)
+	for z := p.db.Metrics().Table.ZombieCount; z > 0; z = p.db.Metrics().Table.ZombieCount {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d zombie tables 10 s after a read that followed the compaction", z)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

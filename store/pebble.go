@@ -103,11 +103,13 @@ type Pebble struct {
 	// L6's filters (see Get). An iterator reads the database as it was
 	// when it was made, so each is used only while no write came since;
 	// every write (Apply, Wipe) counts in gen and drops both, so that they
-	// pin no memtable or file past a write.
+	// pin no memtable or file past a write. Pebble's compactions count
+	// too (openPebble), so that a store that is only read lets the files
+	// they replace go at its next read.
 	iterMu sync.Mutex
 	ranges kept
 	gets   kept
-	gen    atomic.Uint64
+	gen    *atomic.Uint64
 }
 
 // kept is an iterator kept for the next read (nil: none), and the writes
@@ -197,6 +199,17 @@ func OpenPebbleWith(dir string, o PebbleOptions) (*Pebble, error) {
 
 // openPebble opens the database in dir with opts and reads its checkpoint.
 func openPebble(dir string, opts *pebble.Options) (*Pebble, error) {
+	// A compaction replaces files, but a kept iterator pins the ones it
+	// read until the next write, or for good in a store that is only read
+	// (a global table, after its restore): disk that nothing frees.
+	// Counting compactions as writes makes the next read take a fresh
+	// iterator instead, and the old files go. (A flush only retires a
+	// memtable, which the budget already counts twice per store.)
+	gen := new(atomic.Uint64)
+	if opts.EventListener == nil {
+		opts.EventListener = &pebble.EventListener{}
+	}
+	opts.EventListener.CompactionEnd = func(pebble.CompactionInfo) { gen.Add(1) }
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		if err := corrupted(dir, err); err != nil && errors.Is(err, ErrCorrupted) {
@@ -204,7 +217,7 @@ func openPebble(dir string, opts *pebble.Options) (*Pebble, error) {
 		}
 		return nil, fmt.Errorf("store: open pebble %s: %w", dir, err)
 	}
-	p := &Pebble{db: db, dir: dir}
+	p := &Pebble{db: db, dir: dir, gen: gen}
 	cp, err := p.readCheckpoint()
 	if err != nil {
 		_ = db.Close()
