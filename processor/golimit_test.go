@@ -8,10 +8,16 @@ import (
 // TestLimitGoMemory: the limit is the running Apps' parts of their budgets
 // in the Go heap plus the base once, follows Apps as they start and stop,
 // returns to what it was after the last, and leaves alone a process whose
-// environment sets GOMEMLIMIT or whose Apps do not ask for it.
+// environment sets GOMEMLIMIT or whose Apps do not ask for it. GOGC is off
+// while the limit is set, and back at its percent after the last App,
+// unless the environment sets GOGC.
 func TestLimitGoMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "")
 	before := debug.SetMemoryLimit(-1)
+	// A percent of our own, to tell a restore from the default.
+	const percent = 137
+	defer debug.SetGCPercent(debug.SetGCPercent(percent))
 	const b1, b2 = 256 << 20, 1 << 30
 	a1 := &App{cfg: config{goLimit: true, memoryBudget: b1}}
 	a2 := &App{cfg: config{goLimit: true, memoryBudget: b2}}
@@ -20,6 +26,9 @@ func TestLimitGoMemory(t *testing.T) {
 	release1 := a1.limitGoMemory()
 	if got, want := debug.SetMemoryLimit(-1), int64(goLimitBase+goLimitPart(b1)); got != want {
 		t.Errorf("one App: limit %d, want %d", got, want)
+	}
+	if got := gcPercent(); got != -1 {
+		t.Errorf("one App: GOGC %d, want off (-1)", got)
 	}
 	release2 := a2.limitGoMemory()
 	releaseOff := off.limitGoMemory()
@@ -31,9 +40,15 @@ func TestLimitGoMemory(t *testing.T) {
 	if got, want := debug.SetMemoryLimit(-1), int64(goLimitBase+goLimitPart(b2)); got != want {
 		t.Errorf("after the first stopped: limit %d, want %d", got, want)
 	}
+	if got := gcPercent(); got != -1 {
+		t.Errorf("after the first stopped, one still running: GOGC %d, want off (-1)", got)
+	}
 	release2()
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("after the last stopped: limit %d, want the one before, %d", got, before)
+	}
+	if got := gcPercent(); got != percent {
+		t.Errorf("after the last stopped: GOGC %d, want the one before, %d", got, percent)
 	}
 
 	t.Setenv("GOMEMLIMIT", "1GiB")
@@ -41,9 +56,33 @@ func TestLimitGoMemory(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Errorf("with GOMEMLIMIT set: limit %d, want it untouched, %d", got, before)
 	}
+	if got := gcPercent(); got != percent {
+		t.Errorf("with GOMEMLIMIT set: GOGC %d, want it untouched, %d", got, percent)
+	}
 	release()
+
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "137")
+	release = a1.limitGoMemory()
+	if got, want := debug.SetMemoryLimit(-1), int64(goLimitBase+goLimitPart(b1)); got != want {
+		t.Errorf("with GOGC set: limit %d, want %d", got, want)
+	}
+	if got := gcPercent(); got != percent {
+		t.Errorf("with GOGC set: GOGC %d, want it untouched, %d", got, percent)
+	}
+	release()
+	if got := gcPercent(); got != percent {
+		t.Errorf("with GOGC set, after the App: GOGC %d, want %d", got, percent)
+	}
 
 	if cgoEnabled && goLimitPart(b1) != b1/4 || !cgoEnabled && goLimitPart(b1) != b1 {
 		t.Errorf("cgo %v: part of %d in the Go heap %d", cgoEnabled, b1, goLimitPart(b1))
 	}
+}
+
+// gcPercent reads GOGC's percent (-1: off).
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
 }
