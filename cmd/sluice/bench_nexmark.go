@@ -42,6 +42,7 @@ func withNexmark(cmd *cobra.Command) *cobra.Command {
 	f.Int64Var(&cfg.Events, "nexmark-events", 1_000_000, "with --nexmark: Nexmark events (1 person, 3 auctions, 46 bids in every 50)")
 	f.StringVar(&queries, "nexmark-queries", "", "with --nexmark: comma-separated queries (default: "+strings.Join(nexmark.Queries, ",")+")")
 	f.Uint64Var(&cfg.Seed, "nexmark-seed", 0, "with --nexmark: the generator's seed")
+	f.BoolVar(&cfg.LimitGoMemory, "nexmark-limit-go-memory", false, "with --nexmark: every job's state.memory.go.limit (the Go memory limit from the budget, GOGC off while it is set); not with --in-process, where the broker's logs share the heap")
 	f.StringVar(&child, "nexmark-child", "", "internal: run one Nexmark job (JSON) until stdin closes and print its usage as JSON")
 	_ = f.MarkHidden("nexmark-child")
 	inner := cmd.RunE
@@ -62,6 +63,9 @@ func withNexmark(cmd *cobra.Command) *cobra.Command {
 		cfg.CPUProfile, _ = f.GetString("cpuprofile-timed")
 		inProcess, _ := f.GetBool("in-process")
 		asJSON, _ := f.GetBool("json")
+		if inProcess && cfg.LimitGoMemory {
+			return errors.New("sluice bench: --nexmark-limit-go-memory with --in-process would limit the broker's heap too")
+		}
 		w := c.OutOrStdout()
 		if inProcess {
 			b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: int(cfg.Partitions)})
@@ -83,8 +87,8 @@ func withNexmark(cmd *cobra.Command) *cobra.Command {
 			if inProcess {
 				where = "in one process with the broker (CPU and RSS include it)"
 			}
-			fmt.Fprintf(w, "sluice bench --nexmark: %d events, %d partitions, commit.interval %s, %s, %d CPUs, %s\n",
-				cfg.Events, cfg.Partitions, cfg.CommitInterval, where, runtime.NumCPU(), runtime.Version())
+			fmt.Fprintf(w, "sluice bench --nexmark: %d events, %d partitions, commit.interval %s, Go memory limit %v, %s, %d CPUs, %s\n",
+				cfg.Events, cfg.Partitions, cfg.CommitInterval, cfg.LimitGoMemory, where, runtime.NumCPU(), runtime.Version())
 		}
 		res, err := bench.RunNexmark(ctx, cfg, func(r bench.NexmarkResult) {
 			if !asJSON {

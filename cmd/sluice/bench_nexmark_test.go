@@ -28,4 +28,8 @@ func TestBenchNexmarkInProcess(t *testing.T) {
 	if _, err := runSluice(testCtx(t), "bench", "--nexmark", "--in-process", "--nexmark-queries", "q99"); err == nil {
 		t.Fatal("an unknown query ran")
 	}
+	if out, err := runSluice(testCtx(t), "bench", "--nexmark", "--in-process", "--nexmark-limit-go-memory", "--nexmark-queries", "q1"); err == nil ||
+		!strings.Contains(err.Error(), "broker's heap") {
+		t.Fatalf("--nexmark-limit-go-memory with --in-process: %v\n%s", err, out)
+	}
 }

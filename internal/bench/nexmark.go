@@ -44,6 +44,8 @@ type NexmarkConfig struct {
 	// CPUProfile, if set, has each query's job write a CPU profile of
 	// itself to CPUProfile-<query>.prof.
 	CPUProfile string
+	// LimitGoMemory sets every job's state.memory.go.limit.
+	LimitGoMemory bool
 	// Start runs a query's job; see NexmarkStart.
 	Start NexmarkStart
 }
@@ -62,7 +64,8 @@ type NexmarkJob struct {
 	Bounded        bool                   `json:"bounded"`
 	Brokers        []string               `json:"brokers"`
 	CommitInterval time.Duration          `json:"commit_interval"`
-	CPUProfile     string                 `json:"cpu_profile,omitempty"` // a file for the job's CPU profile
+	CPUProfile     string                 `json:"cpu_profile,omitempty"`     // a file for the job's CPU profile
+	LimitGoMemory  bool                   `json:"limit_go_memory,omitempty"` // state.memory.go.limit
 }
 
 // NexmarkUsage is what a job's process used: CPU time (user and system)
@@ -180,7 +183,7 @@ func runNexmarkQuery(ctx context.Context, cfg NexmarkConfig, events []nexmark.Ev
 		}
 	}()
 
-	job := NexmarkJob{Query: q, AppID: "bench-" + tp.Output, Topics: tp, Bounded: NexmarkBounded[q], Brokers: cfg.Brokers, CommitInterval: cfg.CommitInterval}
+	job := NexmarkJob{Query: q, AppID: "bench-" + tp.Output, Topics: tp, Bounded: NexmarkBounded[q], Brokers: cfg.Brokers, CommitInterval: cfg.CommitInterval, LimitGoMemory: cfg.LimitGoMemory}
 	if cfg.CPUProfile != "" {
 		job.CPUProfile = cfg.CPUProfile + "-" + q + ".prof"
 	}
@@ -261,6 +264,9 @@ func RunNexmarkJob(ctx context.Context, job NexmarkJob) (NexmarkUsage, error) {
 	}
 	if job.Bounded {
 		opts = append(opts, processor.Bounded())
+	}
+	if job.LimitGoMemory {
+		opts = append(opts, processor.LimitGoMemory(true))
 	}
 	app, err := processor.New(tp, opts...)
 	if err != nil {

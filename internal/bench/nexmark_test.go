@@ -58,6 +58,20 @@ func TestRunNexmark(t *testing.T) {
 	if len(res) != 2 || res[0].Query != "q2" || !res[0].Bounded || res[1].Bounded || res[1].Outputs == 0 || res[1].EventsPerSecond <= 0 || res[1].EventsPerCPUSecond != 5000 {
 		t.Fatalf("results %+v", res)
 	}
+	// --nexmark-limit-go-memory reaches each job.
+	var limited []bool
+	cfg.Queries, cfg.LimitGoMemory = []string{"q2"}, true
+	cfg.Start = func(ctx context.Context, job NexmarkJob) (func() (NexmarkUsage, error), <-chan error, error) {
+		limited = append(limited, job.LimitGoMemory)
+		return startInProcess(t, false)(ctx, job)
+	}
+	if _, err := RunNexmark(ctx, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(limited) != 1 || !limited[0] {
+		t.Fatalf("jobs' LimitGoMemory %v, want [true]", limited)
+	}
+	cfg.LimitGoMemory = false
 	cfg.Queries, cfg.Start = []string{"q2"}, startInProcess(t, true)
 	if _, err := RunNexmark(ctx, cfg, nil); err == nil || !strings.Contains(err.Error(), "differs from the oracle") {
 		t.Fatalf("a wrong q2 passed: %v", err)
