@@ -21,8 +21,9 @@ import (
 // default it was collected over and over: in Nexmark's q2, with the broker
 // in another process, the collector took 17 % of the job's CPU, and the
 // job used 40 % less CPU with the limit and GOGC off (PERFORMANCE.md,
-// "Issue 20, session 47"). The bound on memory is the limit's either way,
-// and so is the collector's work when the live heap nears it.
+// "Issue 20, session 47"). Memory stays near the limit either way; it is
+// a soft limit, which a live heap near it passes, by more with GOGC off
+// (collection starts only at the limit).
 
 // goLimitBase is what the limit allows beyond the budgets' parts in the
 // Go heap, once a process: the Kafka clients' fetches and produce buffers,
