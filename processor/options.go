@@ -215,8 +215,9 @@ func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget
 // budget when the build has no cgo and Pebble allocates there too) plus
 // 256 MiB for the Kafka clients, operators and the runtime; with several
 // Apps in the process, their parts add up. The collector then keeps the
-// heap under that rather than at twice the live heap, so the process's RSS
-// stays flat as the state grows past its budget (PERFORMANCE.md). While
+// heap near that (a soft limit) rather than at twice the live heap, so the
+// process's RSS stays flat as the state grows past its budget
+// (PERFORMANCE.md). While
 // the limit is set GOGC is off, so that the collector runs as the heap
 // nears the limit rather than each time a small live heap doubles (less
 // CPU: PERFORMANCE.md, "Issue 20, session 47"); GOGC in the environment
