@@ -217,14 +217,13 @@ func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget
 // Apps in the process, their parts add up. The collector then keeps the
 // heap near that (a soft limit) rather than at twice the live heap, so the
 // process's RSS stays flat as the state grows past its budget
-// (PERFORMANCE.md). While
-// the limit is set GOGC is off, so that the collector runs as the heap
-// nears the limit rather than each time a small live heap doubles (less
-// CPU: PERFORMANCE.md, "Issue 20, session 47"); GOGC in the environment
-// keeps it on. The cost is more collection when the live heap nears the
-// limit; a process whose own data needs more must leave it off or set
-// GOMEMLIMIT, which always wins. Default false: the Go memory is not
-// limited.
+// (PERFORMANCE.md). While the limit is set GOGC is off, so that the
+// collector runs as the heap nears the limit rather than each time a
+// small live heap doubles (less CPU: PERFORMANCE.md, "Issue 20, session
+// 47"); GOGC in the environment keeps it on. The cost is more collection
+// when the live heap nears the limit; a process whose own data needs more
+// must leave it off or set GOMEMLIMIT, which always wins. Default false:
+// the Go memory is not limited.
 func LimitGoMemory(on bool) Opt { return opt(func(c *config) { c.goLimit = on }) }
 
 const (
