@@ -124,9 +124,9 @@ func intList(s string) ([]int, error) {
 
 func printScaling(w io.Writer, rep bench.ScalingReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "point\tjob\tsweep\trecords\tkeys\tseconds\trecords/s\tCPU s\tpeak RSS MiB\tGo MiB\t")
+	fmt.Fprintln(tw, "point\tjob\tsweep\trecords\tkeys\tseconds\trecords/s\tCPU s\tpeak RSS MiB\tGo MiB\toutside Go MiB\t")
 	for _, r := range rep.Points {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.0f\t%.2f\t%d\t%d\t\n", r.Kind, r.Scenario, r.Axis, r.Records, r.Keys, r.Seconds, r.PerSecond, r.CPUSeconds, r.PeakRSSBytes>>20, r.GoSysBytes>>20)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.2f\t%.0f\t%.2f\t%d\t%d\t%d\t\n", r.Kind, r.Scenario, r.Axis, r.Records, r.Keys, r.Seconds, r.PerSecond, r.CPUSeconds, r.PeakRSSBytes>>20, r.PeakGoBytes>>20, r.PeakOutsideGoBytes>>20)
 	}
 	tw.Flush()
 	for _, r := range rep.Points {

@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -103,10 +102,13 @@ type ScalingUsage struct {
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 	Restored     int64   `json:"restored"`
 	Processed    int64   `json:"processed"`
-	// GoSysBytes is the memory the Go runtime had obtained from the OS by
-	// the end (its heap, stacks and metadata; Pebble's block cache and
-	// memtables are allocated outside it): what of the peak RSS is Go's.
-	GoSysBytes int64 `json:"go_sys_bytes"`
+	// PeakGoBytes is the most memory the Go runtime held (its heap,
+	// stacks and metadata, mapped and not released: what the Go memory
+	// limit counts), and PeakOutsideGoBytes the most of the RSS beside it
+	// (Pebble's block cache and memtables under cgo, the binary, the C
+	// libraries), both sampled every 50 ms while the job ran.
+	PeakGoBytes        int64 `json:"peak_go_bytes"`
+	PeakOutsideGoBytes int64 `json:"peak_outside_go_bytes"`
 }
 
 // ScalingResult is one point measured.
@@ -392,6 +394,7 @@ func runScalingPoint(ctx context.Context, p ScalingPoint, killed func(ScalingUsa
 	defer cancel()
 	done := make(chan error, 1)
 	cpu0, start := cpuTime(), time.Now()
+	stopSampling := sampleMemory(50 * time.Millisecond)
 	go func() { done <- app.Run(rctx) }()
 	finished := func() bool {
 		switch p.Kind {
@@ -425,11 +428,10 @@ func runScalingPoint(ctx context.Context, p ScalingPoint, killed func(ScalingUsa
 			return ScalingUsage{}, fmt.Errorf("bench: scaling: %s not done within an hour", p.Kind)
 		}
 	}
+	mem := stopSampling()
 	u := ScalingUsage{Seconds: time.Since(start).Seconds(), CPUSeconds: (cpuTime() - cpu0).Seconds(),
-		Restored: app.Stats().Restored.Load(), Processed: app.Stats().Processed.Load(), PeakRSSBytes: peakRSS()}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	u.GoSysBytes = int64(ms.Sys)
+		Restored: app.Stats().Restored.Load(), Processed: app.Stats().Processed.Load(), PeakRSSBytes: peakRSS(),
+		PeakGoBytes: mem.goBytes, PeakOutsideGoBytes: mem.outsideGo}
 	if prefix := os.Getenv("SLUICE_SCALING_HEAPPROFILE"); prefix != "" {
 		// Where the Go memory is, at the end of the point with the job
 		// still running (a diagnostic: not set by the bench).

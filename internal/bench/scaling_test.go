@@ -97,8 +97,8 @@ func TestScalingSmall(t *testing.T) {
 		t.Fatalf("%d points, want 2", len(rep.Points))
 	}
 	for _, p := range rep.Points {
-		if p.Processed < int64(p.Records) || p.PerSecond <= 0 || p.Note == "" {
-			t.Errorf("point %+v: want every record processed, a rate and the verification's note", p)
+		if p.Processed < int64(p.Records) || p.PerSecond <= 0 || p.Note == "" || p.PeakGoBytes <= 0 {
+			t.Errorf("point %+v: want every record processed, a rate, the verification's note and the Go memory", p)
 		}
 	}
 	svg := ScalingSVG(rep)
