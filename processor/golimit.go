@@ -22,13 +22,25 @@ import (
 // in another process, the collector took 17 % of the job's CPU, and the
 // job used 40 % less CPU with the limit and GOGC off (PERFORMANCE.md,
 // "Issue 20, session 47"). Memory stays near the limit either way; it is
-// a soft limit, which a live heap near it passes, by more with GOGC off
-// (collection starts only at the limit).
+// a soft limit, which a live heap near it can pass.
+
+// processBase is what a process's RSS may hold beyond the memory budgets
+// of its Apps, once a process: the bound the limit is set for.
+const processBase = 256 << 20
+
+// outsideGo is the part of processBase for memory that is neither the Go
+// runtime's nor in a budget, which no Go limit holds: the binary's and
+// the C libraries' pages, the C allocator's overhead on Pebble's blocks
+// and memtables, Pebble's memory beyond its cache and memtables. A count
+// of 10M keys peaked at 35 MiB of it (PERFORMANCE.md, "Issue 20, session
+// 48"); without it the limit let RSS pass the bound although the Go
+// memory stayed under the limit.
+const outsideGo = 64 << 20
 
 // goLimitBase is what the limit allows beyond the budgets' parts in the
 // Go heap, once a process: the Kafka clients' fetches and produce buffers,
 // what operators and in-memory stores hold, and the runtime's own.
-const goLimitBase = 256 << 20
+const goLimitBase = processBase - outsideGo
 
 // pebbleInGoHeap says whether Pebble allocates its block cache and
 // memtables in the Go heap: without cgo it does (its manual allocator

@@ -213,10 +213,12 @@ func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget
 // runtime's soft memory limit (runtime/debug.SetMemoryLimit) is the part
 // of its memory budget in the Go heap (the stages' quarter; the whole
 // budget when the build has no cgo and Pebble allocates there too) plus
-// 256 MiB for the Kafka clients, operators and the runtime; with several
+// 192 MiB for the Kafka clients, operators and the runtime; with several
 // Apps in the process, their parts add up. The collector then keeps the
 // heap near that (a soft limit) rather than at twice the live heap, so the
-// process's RSS stays flat as the state grows past its budget
+// process's RSS stays flat as the state grows past its budget, under the
+// budgets plus 256 MiB: the other 64 MiB are for the binary, the C
+// libraries and the C allocator's overhead, which no Go limit holds
 // (PERFORMANCE.md). While the limit is set GOGC is off, so that the
 // collector runs as the heap nears the limit rather than each time a
 // small live heap doubles (less CPU: PERFORMANCE.md, "Issue 20, session
