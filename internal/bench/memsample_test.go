@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/sluice-streams/sluice/internal/memstat"
 )
 
 // TestSampleMemory: 64 MiB held by Go while sampling shows in the Go
@@ -34,7 +36,7 @@ func TestSampleMemory(t *testing.T) {
 	if without.goBytes >= held {
 		t.Errorf("negative control: Go peak %d without the %d held, want less", without.goBytes, held)
 	}
-	if currentRSS() > 0 && with.outsideGo <= 0 {
+	if _, ok := memstat.RSS(); ok && with.outsideGo <= 0 {
 		t.Errorf("outside Go %d, want the binary's pages at least", with.outsideGo)
 	}
 	t.Logf("with: %+v; without: %+v", with, without)

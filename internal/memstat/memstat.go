@@ -1,0 +1,54 @@
+package memstat
+
+import (
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+)
+
+// RSS is the process's resident set now, from /proc/self/statm; false
+// where there is none (not Linux).
+func RSS() (int64, bool) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * int64(os.Getpagesize()), true
+}
+
+// goSamples are the metrics GoBytes reads: all the memory the runtime
+// has mapped, and of it what it has released to the OS.
+var goSamples = [...]string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
+
+// GoBytes is the Go runtime's memory now as runtime/debug.SetMemoryLimit
+// counts it: mapped and not released (heap, stacks, the runtime's
+// metadata).
+func GoBytes() int64 {
+	s := [len(goSamples)]metrics.Sample{}
+	for i, n := range goSamples {
+		s[i].Name = n
+	}
+	metrics.Read(s[:])
+	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+}
+
+// OutsideGo is the part of the resident set that is not the Go runtime's
+// now, at least 0; false where the resident set cannot be read. It errs
+// low: memory the runtime has mapped but not yet touched counts as Go's
+// without being resident.
+func OutsideGo() (int64, bool) {
+	rss, ok := RSS()
+	if !ok {
+		return 0, false
+	}
+	return max(rss-GoBytes(), 0), true
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package memstat
+
+const raceEnabled = false
