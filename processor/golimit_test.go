@@ -2,18 +2,25 @@ package processor
 
 import (
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestLimitGoMemory: the limit is the running Apps' parts of their budgets
 // in the Go heap plus the base once, follows Apps as they start and stop,
 // returns to what it was after the last, and leaves alone a process whose
-// environment sets GOMEMLIMIT or whose Apps do not ask for it. GOGC is off
+// environment sets GOMEMLIMIT or whose Apps do not ask for it (the limit
+// at its floor: nothing known outside Go). GOGC is off
 // while the limit is set, and back at its percent after the last App,
 // unless the environment sets GOGC.
 func TestLimitGoMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv("GOGC", "")
+	// Nothing known outside Go: the limit is its floor throughout
+	// (TestLimitGoMemoryFollowsOutside has the rest).
+	defer func(f func() (int64, bool)) { outsideGoMemory = f }(outsideGoMemory)
+	outsideGoMemory = func() (int64, bool) { return 0, false }
 	before := debug.SetMemoryLimit(-1)
 	// A percent of our own, to tell a restore from the default.
 	const percent = 137
@@ -85,4 +92,56 @@ func gcPercent() int {
 	p := debug.SetGCPercent(100)
 	debug.SetGCPercent(p)
 	return p
+}
+
+// TestLimitGoMemoryFollowsOutside: the limit is the bound (the budgets
+// plus processBase) less the memory outside Go and limitMargin, set at once when an App
+// starts and re-set as that memory changes, never under the floor (the
+// budgets' parts in the Go heap plus goLimitBase); after the last App it
+// is the limit from before and stays so. Negative controls, put in by
+// hand, each caught: the goroutine never adjusting, the floor left out,
+// the goroutine left running after the last App.
+func TestLimitGoMemoryFollowsOutside(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv("GOGC", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	var out atomic.Int64
+	defer func(f func() (int64, bool)) { outsideGoMemory = f }(outsideGoMemory)
+	outsideGoMemory = func() (int64, bool) { return out.Load(), true }
+	before := debug.SetMemoryLimit(-1)
+	const b = 256 << 20
+	floor, bound := int64(goLimitBase+goLimitPart(b)), int64(processBase+b-limitMargin)
+	limit := func() int64 { return debug.SetMemoryLimit(-1) }
+	// becomes waits, within a bound, for the goroutine to set want.
+	becomes := func(what string, want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for limit() != want && time.Now().Before(deadline) {
+			time.Sleep(adjustEvery / 4)
+		}
+		if got := limit(); got != want {
+			t.Errorf("%s: limit %d, want %d", what, got, want)
+		}
+	}
+
+	out.Store(40 << 20)
+	release := (&App{cfg: config{goLimit: true, memoryBudget: b}}).limitGoMemory()
+	if got, want := limit(), bound-40<<20; got != want {
+		t.Errorf("at the start, 40 MiB outside Go: limit %d, want %d", got, want)
+	}
+	out.Store(100 << 20)
+	becomes("100 MiB outside Go", bound-100<<20)
+	out.Store(bound) // more outside than the bound: the floor
+	becomes("everything outside Go", floor)
+	out.Store(10 << 20)
+	becomes("10 MiB outside Go", bound-10<<20)
+	release()
+	if got := limit(); got != before {
+		t.Errorf("after the last App: limit %d, want the one before, %d", got, before)
+	}
+	out.Store(20 << 20)
+	time.Sleep(3 * adjustEvery)
+	if got := limit(); got != before {
+		t.Errorf("after the last App, the memory outside Go changed: limit %d, want it left at %d", got, before)
+	}
 }
