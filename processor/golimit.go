@@ -28,10 +28,14 @@ import (
 // "Issue 20, session 47"). Memory stays near the limit either way; it is
 // a soft limit, which a live heap near it can pass.
 
-// processBase is what a process's RSS may hold beyond the memory budgets
-// of its Apps, once a process: with the budgets, the bound the limit is
-// set for.
-const processBase = 256 << 20
+// MemoryBase is what, with LimitGoMemory, a process's RSS may hold beyond
+// the memory budgets of its Apps, once a process: the Kafka clients, the
+// operators, the Go runtime, the binary. With the budgets it is the bound
+// the Go memory limit keeps RSS under: 512 MiB with the default budget.
+const MemoryBase = 256 << 20
+
+// processBase is MemoryBase, by the name this file's arithmetic uses.
+const processBase = MemoryBase
 
 // outsideGo is the part of processBase left, at the least, for memory
 // that is neither the Go runtime's nor in a budget, which no Go limit

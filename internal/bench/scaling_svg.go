@@ -6,11 +6,14 @@ import (
 	"html"
 	"math"
 	"slices"
+
+	"github.com/sluice-streams/sluice/processor"
 )
 
 // ScalingSVG draws the record and key sweeps of rep as one SVG: throughput
 // and peak RSS against records, and against distinct keys, on a log x
-// axis, one line per scenario, the memory budget dashed on the RSS panels.
+// axis, one line per scenario, the memory budget dashed on the RSS panels
+// and, with state.memory.go.limit on, the bound it keeps RSS under.
 // Hand-written SVG, so the chart needs nothing to build.
 func ScalingSVG(rep ScalingReport) []byte {
 	const (
@@ -67,8 +70,13 @@ func ScalingSVG(rep ScalingReport) []byte {
 			lo, hi = math.Min(lo, xv(r)), math.Max(hi, xv(r))
 			ymax = math.Max(ymax, yv(r))
 		}
+		// The RSS bound the Go memory limit keeps, when it is on.
+		bound := 0.0
+		if rep.Config.LimitGoMemory && rep.Config.MemoryBudget > 0 {
+			bound = float64((rep.Config.MemoryBudget + processor.MemoryBase) >> 20)
+		}
 		if p.rss && rep.Config.MemoryBudget > 0 {
-			ymax = math.Max(ymax, float64(rep.Config.MemoryBudget>>20))
+			ymax = math.Max(ymax, math.Max(bound, float64(rep.Config.MemoryBudget>>20)))
 		}
 		if len(pts) == 0 {
 			lo, hi = 1e4, 1e6
@@ -96,6 +104,11 @@ func ScalingSVG(rep ScalingReport) []byte {
 			y := py(float64(rep.Config.MemoryBudget >> 20))
 			fmt.Fprintf(&b, `<line class="budget" x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#2ca02c" stroke-dasharray="6 4"/>`, x0, y, x1, y)
 			fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" fill="#2ca02c">state.memory.budget</text>`+"\n", x1-4, y-4)
+			if bound > 0 {
+				y := py(bound)
+				fmt.Fprintf(&b, `<line class="bound" x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#9467bd" stroke-dasharray="2 3"/>`, x0, y, x1, y)
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" fill="#9467bd">budget + %d MiB: the bound of state.memory.go.limit</text>`+"\n", x1-4, y-4, processor.MemoryBase>>20)
+			}
 		}
 		var series []string
 		for _, r := range pts {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +132,32 @@ func TestScalingSmall(t *testing.T) {
 	}
 	slices.Sort(ser)
 	t.Logf("series %v; points %+v", ser, rep.Points)
+}
+
+// TestScalingSVGBound: with state.memory.go.limit on, both RSS panels draw
+// the bound it keeps RSS under (the budget plus processor.MemoryBase);
+// with it off, neither does (the negative control).
+func TestScalingSVGBound(t *testing.T) {
+	rep := ScalingReport{Config: ScalingConfig{MemoryBudget: 256 << 20, CommitInterval: 100 * time.Millisecond, Partitions: 8}}
+	for _, axis := range []string{"records", "keys"} {
+		for i, n := range []int{1_000_000, 10_000_000} {
+			rep.Points = append(rep.Points, ScalingResult{
+				ScalingPoint: ScalingPoint{Kind: ScalingThroughput, Scenario: "count", Axis: axis, Records: n, Keys: n / 10},
+				ScalingUsage: ScalingUsage{PeakRSSBytes: int64(300+100*i) << 20}, PerSecond: 1e6})
+		}
+	}
+	for _, on := range []bool{true, false} {
+		rep.Config.LimitGoMemory = on
+		svg := string(ScalingSVG(rep))
+		want := 0
+		if on {
+			want = 2
+		}
+		if got := strings.Count(svg, `class="bound"`); got != want {
+			t.Errorf("state.memory.go.limit %v: %d bound lines, want %d", on, got, want)
+		}
+		if on && !strings.Contains(svg, "budget + 256 MiB") {
+			t.Errorf("state.memory.go.limit on: no label of the bound\n%s", svg)
+		}
+	}
 }
