@@ -15,7 +15,7 @@ import (
 // that the collector keeps the heap near what they need rather than
 // letting it grow to twice the live heap (GOGC's default), which is how a
 // process's RSS grows with its state although the state stays within its
-// budget. The bound is on the RSS: the budgets plus processBase.
+// budget. The bound is on the RSS: the budgets plus MemoryBase.
 //
 // While the limit is set, GOGC is off too (unless the environment sets
 // GOGC: the user's choice wins), as the Go GC guide advises for a process
@@ -34,10 +34,7 @@ import (
 // the Go memory limit keeps RSS under: 512 MiB with the default budget.
 const MemoryBase = 256 << 20
 
-// processBase is MemoryBase, by the name this file's arithmetic uses.
-const processBase = MemoryBase
-
-// outsideGo is the part of processBase left, at the least, for memory
+// outsideGo is the part of MemoryBase left, at the least, for memory
 // that is neither the Go runtime's nor in a budget, which no Go limit
 // holds: the binary's and the C libraries' pages, the C allocator's
 // overhead on Pebble's blocks and memtables, Pebble's memory beyond its
@@ -51,10 +48,10 @@ const outsideGo = 64 << 20
 // parts in the Go heap, once a process: the Kafka clients' fetches and
 // produce buffers, what operators and in-memory stores hold, and the
 // runtime's own.
-const goLimitBase = processBase - outsideGo
+const goLimitBase = MemoryBase - outsideGo
 
 // The limit follows the memory outside Go. It is the bound (the budgets
-// plus processBase) less what the process holds outside the Go runtime
+// plus MemoryBase) less what the process holds outside the Go runtime
 // now, re-read every adjustEvery, less limitMargin, and never less than
 // the floor (the budgets' parts in the Go heap plus goLimitBase). Where
 // Pebble's cache and memtables are not full, as with a small state, the
@@ -176,7 +173,7 @@ func adjustGoLimit(stop <-chan struct{}, done chan<- struct{}) {
 // setGoLimitLocked sets the limit from the running Apps' budgets and the
 // memory outside Go now; goLimits is locked.
 func setGoLimitLocked() {
-	floor, bound := int64(goLimitBase), int64(processBase)
+	floor, bound := int64(goLimitBase), int64(MemoryBase)
 	for _, b := range goLimits.budgets {
 		floor += goLimitPart(b)
 		bound += b

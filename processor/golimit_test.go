@@ -95,12 +95,12 @@ func gcPercent() int {
 }
 
 // TestLimitGoMemoryFollowsOutside: the limit is the bound (the budgets
-// plus processBase) less the memory outside Go and limitMargin, set at once when an App
-// starts and re-set as that memory changes, never under the floor (the
-// budgets' parts in the Go heap plus goLimitBase); after the last App it
-// is the limit from before and stays so. Negative controls, put in by
-// hand, each caught: the goroutine never adjusting, the floor left out,
-// the goroutine left running after the last App.
+// plus MemoryBase) less the memory outside Go and limitMargin, set at
+// once when an App starts and re-set as that memory changes, never under
+// the floor (the budgets' parts in the Go heap plus goLimitBase); after
+// the last App it is the limit from before and stays so. Negative
+// controls, put in by hand, each caught: the goroutine never adjusting,
+// the floor left out, the goroutine left running after the last App.
 func TestLimitGoMemoryFollowsOutside(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv("GOGC", "")
@@ -110,7 +110,7 @@ func TestLimitGoMemoryFollowsOutside(t *testing.T) {
 	outsideGoMemory = func() (int64, bool) { return out.Load(), true }
 	before := debug.SetMemoryLimit(-1)
 	const b = 256 << 20
-	floor, bound := int64(goLimitBase+goLimitPart(b)), int64(processBase+b-limitMargin)
+	floor, bound := int64(goLimitBase+goLimitPart(b)), int64(MemoryBase+b-limitMargin)
 	limit := func() int64 { return debug.SetMemoryLimit(-1) }
 	// becomes waits, within a bound, for the goroutine to set want.
 	becomes := func(what string, want int64) {
