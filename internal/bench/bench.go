@@ -11,7 +11,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/memstat"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
@@ -320,7 +320,7 @@ func RunScenario(ctx context.Context, cfg Config, name string, g txn.Guarantee) 
 	if err != nil {
 		return res, err
 	}
-	res.PeakRSSBytes = peakRSS()
+	res.PeakRSSBytes = memstat.PeakRSS()
 	return res, nil
 }
 
@@ -360,21 +360,6 @@ func cpuTime() time.Duration {
 // first touches of memory, each of which costs far more than the write
 // that takes it on some virtual machines (11 µs on this project's).
 func minorFaults() int64 { return usage().Minflt }
-
-// peakRSS reads VmHWM from /proc/self/status; 0 where there is none.
-func peakRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
 
 func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Result, error) {
 	b, err := freshBroker(ctx, cfg)

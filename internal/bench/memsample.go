@@ -16,7 +16,7 @@ type memPeaks struct {
 
 // sampleMemory samples the process every interval until the returned
 // stop is called, which returns the peaks. Peak RSS comes from the kernel
-// (peakRSS); these split it, to the resolution of the interval.
+// (memstat.PeakRSS); these split it, to the resolution of the interval.
 func sampleMemory(every time.Duration) (stop func() memPeaks) {
 	done, out := make(chan struct{}), make(chan memPeaks, 1)
 	go func() {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-streams/sluice/examples"
 	"github.com/sluice-streams/sluice/examples/nexmark"
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/memstat"
 	"github.com/sluice-streams/sluice/internal/readback"
 	"github.com/sluice-streams/sluice/processor"
 )
@@ -287,5 +288,5 @@ func RunNexmarkJob(ctx context.Context, job NexmarkJob) (NexmarkUsage, error) {
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		err = nil
 	}
-	return NexmarkUsage{CPUSeconds: cpuTime().Seconds(), PeakRSSBytes: peakRSS()}, err
+	return NexmarkUsage{CPUSeconds: cpuTime().Seconds(), PeakRSSBytes: memstat.PeakRSS()}, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-streams/sluice/internal/broker"
+	"github.com/sluice-streams/sluice/internal/memstat"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/serde"
 	"github.com/sluice-streams/sluice/topology"
@@ -430,7 +431,7 @@ func runScalingPoint(ctx context.Context, p ScalingPoint, killed func(ScalingUsa
 	}
 	mem := stopSampling()
 	u := ScalingUsage{Seconds: time.Since(start).Seconds(), CPUSeconds: (cpuTime() - cpu0).Seconds(),
-		Restored: app.Stats().Restored.Load(), Processed: app.Stats().Processed.Load(), PeakRSSBytes: peakRSS(),
+		Restored: app.Stats().Restored.Load(), Processed: app.Stats().Processed.Load(), PeakRSSBytes: memstat.PeakRSS(),
 		PeakGoBytes: mem.goBytes, PeakOutsideGoBytes: mem.outsideGo}
 	if prefix := os.Getenv("SLUICE_SCALING_HEAPPROFILE"); prefix != "" {
 		// Where the Go memory is, at the end of the point with the job

@@ -25,6 +25,22 @@ func RSS() (int64, bool) {
 	return pages * int64(os.Getpagesize()), true
 }
 
+// PeakRSS is the most the process's resident set has been (VmHWM, from
+// /proc/self/status); 0 where there is none.
+func PeakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
 // goSamples are the metrics GoBytes reads: all the memory the runtime
 // has mapped, and of it what it has released to the OS.
 var goSamples = [...]string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}

@@ -34,6 +34,9 @@ func TestGoBytesAndRSS(t *testing.T) {
 	if rss1-rss0 < held*9/10 {
 		t.Errorf("RSS %d → %d with %d written, want it to grow by about that", rss0, rss1, held)
 	}
+	if peak := PeakRSS(); peak < rss1 {
+		t.Errorf("peak RSS %d under the RSS %d read before it", peak, rss1)
+	}
 	if !raceEnabled && out >= held {
 		t.Errorf("outside Go %d, want the Go heap's %d not in it", out, held)
 	}
