@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"sync"
 	"time"
 
 	"github.com/sluice-streams/sluice/internal/memstat"
@@ -15,7 +16,8 @@ type memPeaks struct {
 }
 
 // sampleMemory samples the process every interval until the returned
-// stop is called, which returns the peaks. Peak RSS comes from the kernel
+// stop is called, which returns the peaks (and the same again if called
+// again). Peak RSS comes from the kernel
 // (memstat.PeakRSS); these split it, to the resolution of the interval.
 func sampleMemory(every time.Duration) (stop func() memPeaks) {
 	done, out := make(chan struct{}), make(chan memPeaks, 1)
@@ -36,8 +38,8 @@ func sampleMemory(every time.Duration) (stop func() memPeaks) {
 			}
 		}
 	}()
-	return func() memPeaks {
+	return sync.OnceValue(func() memPeaks {
 		close(done)
 		return <-out
-	}
+	})
 }

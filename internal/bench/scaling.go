@@ -396,6 +396,7 @@ func runScalingPoint(ctx context.Context, p ScalingPoint, killed func(ScalingUsa
 	done := make(chan error, 1)
 	cpu0, start := cpuTime(), time.Now()
 	stopSampling := sampleMemory(50 * time.Millisecond)
+	defer stopSampling() // on the paths that return early
 	go func() { done <- app.Run(rctx) }()
 	finished := func() bool {
 		switch p.Kind {
