@@ -33,7 +33,7 @@ func ScalingSVG(rep ScalingReport) []byte {
 	}
 	colors := map[string]string{"count": "#1f77b4", "windowed": "#d62728"}
 	var b bytes.Buffer
-	w, h := cols*pw, (len(panels)+cols-1)/cols*ph+30
+	w, h := cols*pw, (len(panels)+cols-1)/cols*ph+44
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="11">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<title>sluice: how cost grows (state.memory.budget %d MiB, state.memory.go.limit %v, commit.interval %s, %d partitions)</title>`+"\n",
 		rep.Config.MemoryBudget>>20, rep.Config.LimitGoMemory, rep.Config.CommitInterval, rep.Config.Partitions)
@@ -152,11 +152,16 @@ func ScalingSVG(rep ScalingReport) []byte {
 			cp = &rep.Points[i]
 		}
 	}
+	notes := []string{note}
 	if cl != nil && cp != nil {
-		note = fmt.Sprintf("restore of a %d MiB store: %.1f s from its changelog, %.1f s from the local checkpoint after SIGKILL; ",
-			cl.StoreBytes>>20, cl.Seconds, cp.Seconds) + note
+		// A line of its own: on one line with the other, it ran past the
+		// chart's width.
+		notes = []string{fmt.Sprintf("restore of a %d MiB store: %.1f s from its changelog, %.1f s from the local checkpoint after SIGKILL",
+			cl.StoreBytes>>20, cl.Seconds, cp.Seconds), note}
 	}
-	fmt.Fprintf(&b, `<text class="note" x="10" y="%d" fill="#555">%s</text>`+"\n", h-10, html.EscapeString(note))
+	for i, n := range notes {
+		fmt.Fprintf(&b, `<text class="note" x="10" y="%d" fill="#555">%s</text>`+"\n", h-10-14*(len(notes)-1-i), html.EscapeString(n))
+	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }
