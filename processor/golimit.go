@@ -34,7 +34,7 @@ import (
 // the Go memory limit keeps RSS under: 512 MiB with the default budget.
 const MemoryBase = 256 << 20
 
-// outsideGo is the part of MemoryBase left, at the least, for memory
+// outsideGoReserve is the part of MemoryBase left, at the least, for memory
 // that is neither the Go runtime's nor in a budget, which no Go limit
 // holds: the binary's and the C libraries' pages, the C allocator's
 // overhead on Pebble's blocks and memtables, Pebble's memory beyond its
@@ -42,13 +42,13 @@ const MemoryBase = 256 << 20
 // (PERFORMANCE.md, "Issue 20, session 48"); with the whole base for the
 // Go memory, RSS passed the bound there although the Go memory stayed
 // under its limit.
-const outsideGo = 64 << 20
+const outsideGoReserve = 64 << 20
 
 // goLimitBase is what the limit allows at the least beyond the budgets'
 // parts in the Go heap, once a process: the Kafka clients' fetches and
 // produce buffers, what operators and in-memory stores hold, and the
 // runtime's own.
-const goLimitBase = MemoryBase - outsideGo
+const goLimitBase = MemoryBase - outsideGoReserve
 
 // The limit follows the memory outside Go. It is the bound (the budgets
 // plus MemoryBase) less what the process holds outside the Go runtime

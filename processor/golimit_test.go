@@ -11,9 +11,9 @@ import (
 // in the Go heap plus the base once, follows Apps as they start and stop,
 // returns to what it was after the last, and leaves alone a process whose
 // environment sets GOMEMLIMIT or whose Apps do not ask for it (the limit
-// at its floor: nothing known outside Go). GOGC is off
-// while the limit is set, and back at its percent after the last App,
-// unless the environment sets GOGC.
+// at its floor: nothing known outside Go). GOGC is off while the limit is
+// set, and back at its percent after the last App, unless the environment
+// sets GOGC.
 func TestLimitGoMemory(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv("GOGC", "")
@@ -110,7 +110,8 @@ func TestLimitGoMemoryFollowsOutside(t *testing.T) {
 	outsideGoMemory = func() (int64, bool) { return out.Load(), true }
 	before := debug.SetMemoryLimit(-1)
 	const b = 256 << 20
-	floor, bound := int64(goLimitBase+goLimitPart(b)), int64(MemoryBase+b-limitMargin)
+	// ceiling is the bound less the margin: the limit with nothing outside Go.
+	floor, ceiling := int64(goLimitBase+goLimitPart(b)), int64(MemoryBase+b-limitMargin)
 	limit := func() int64 { return debug.SetMemoryLimit(-1) }
 	// becomes waits, within a bound, for the goroutine to set want.
 	becomes := func(what string, want int64) {
@@ -126,15 +127,15 @@ func TestLimitGoMemoryFollowsOutside(t *testing.T) {
 
 	out.Store(40 << 20)
 	release := (&App{cfg: config{goLimit: true, memoryBudget: b}}).limitGoMemory()
-	if got, want := limit(), bound-40<<20; got != want {
+	if got, want := limit(), ceiling-40<<20; got != want {
 		t.Errorf("at the start, 40 MiB outside Go: limit %d, want %d", got, want)
 	}
 	out.Store(100 << 20)
-	becomes("100 MiB outside Go", bound-100<<20)
-	out.Store(bound) // more outside than the bound: the floor
+	becomes("100 MiB outside Go", ceiling-100<<20)
+	out.Store(ceiling) // more outside than the bound: the floor
 	becomes("everything outside Go", floor)
 	out.Store(10 << 20)
-	becomes("10 MiB outside Go", bound-10<<20)
+	becomes("10 MiB outside Go", ceiling-10<<20)
 	release()
 	if got := limit(); got != before {
 		t.Errorf("after the last App: limit %d, want the one before, %d", got, before)

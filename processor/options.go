@@ -211,17 +211,16 @@ func MemoryBudget(bytes int64) Opt { return opt(func(c *config) { c.memoryBudget
 
 // LimitGoMemory sets state.memory.go.limit: while the App runs, the Go
 // runtime's soft memory limit (runtime/debug.SetMemoryLimit) keeps the
-// process's RSS under its memory budget plus 256 MiB. The limit is that
-// bound less what the process holds outside the Go runtime (Pebble's cache
-// and memtables under cgo, the binary, the C libraries), re-read every 100
-// ms, less a margin of 32 MiB, and at least the part of the budget in the
-// Go heap (the stages' quarter; the whole budget when the build has no cgo
-// and Pebble allocates there too) plus 192 MiB for the Kafka clients,
-// operators and the runtime; with several Apps in the process, their
-// budgets add up. The
-// collector then keeps the heap near that (a soft limit) rather than at
-// twice the live heap, so RSS stays flat as the state grows past its
-// budget (PERFORMANCE.md). While the limit is set GOGC is off, so that the
+// process's RSS under its memory budget plus MemoryBase (256 MiB). The
+// limit is that bound less what the process holds outside the Go runtime
+// (Pebble's cache and memtables under cgo, the binary, the C libraries),
+// re-read every 100 ms, less a margin of 32 MiB, and at least the part of
+// the budget in the Go heap (the stages' quarter; the whole budget when
+// the build has no cgo and Pebble allocates there too) plus 192 MiB for
+// the Kafka clients, operators and the runtime; with several Apps in the
+// process, their budgets add up. The collector then keeps the heap near
+// that (a soft limit) rather than at twice the live heap, so RSS stays
+// flat as the state grows past its budget (PERFORMANCE.md). While the limit is set GOGC is off, so that the
 // collector runs as the heap nears the limit rather than each time a
 // small live heap doubles (less CPU: PERFORMANCE.md, "Issue 20, session
 // 47"); GOGC in the environment keeps it on. The cost is more collection

@@ -17,8 +17,8 @@ type memPeaks struct {
 
 // sampleMemory samples the process every interval until the returned
 // stop is called, which returns the peaks (and the same again if called
-// again). Peak RSS comes from the kernel
-// (memstat.PeakRSS); these split it, to the resolution of the interval.
+// again). Peak RSS comes from the kernel (memstat.PeakRSS); these split
+// it, to the resolution of the interval.
 func sampleMemory(every time.Duration) (stop func() memPeaks) {
 	done, out := make(chan struct{}), make(chan memPeaks, 1)
 	go func() {

@@ -38,6 +38,11 @@ func ScalingSVG(rep ScalingReport) []byte {
 	fmt.Fprintf(&b, `<title>sluice: how cost grows (state.memory.budget %d MiB, state.memory.go.limit %v, commit.interval %s, %d partitions)</title>`+"\n",
 		rep.Config.MemoryBudget>>20, rep.Config.LimitGoMemory, rep.Config.CommitInterval, rep.Config.Partitions)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	// The RSS bound the Go memory limit keeps, when it is on.
+	bound := 0.0
+	if rep.Config.LimitGoMemory && rep.Config.MemoryBudget > 0 {
+		bound = float64((rep.Config.MemoryBudget + processor.MemoryBase) >> 20)
+	}
 	for i, p := range panels {
 		ox, oy := float64(i%cols*pw), float64(i/cols*ph)
 		x0, x1 := ox+ml, ox+pw-mr
@@ -69,11 +74,6 @@ func ScalingSVG(rep ScalingReport) []byte {
 		for _, r := range pts {
 			lo, hi = math.Min(lo, xv(r)), math.Max(hi, xv(r))
 			ymax = math.Max(ymax, yv(r))
-		}
-		// The RSS bound the Go memory limit keeps, when it is on.
-		bound := 0.0
-		if rep.Config.LimitGoMemory && rep.Config.MemoryBudget > 0 {
-			bound = float64((rep.Config.MemoryBudget + processor.MemoryBase) >> 20)
 		}
 		if p.rss && rep.Config.MemoryBudget > 0 {
 			ymax = math.Max(ymax, math.Max(bound, float64(rep.Config.MemoryBudget>>20)))
