@@ -30,14 +30,15 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	var (
-		cfg        bench.Config
-		asJSON     bool
-		only       string
-		cpuprofile string
-		memprofile string
-		inProcess  bool
-		child      string
-		dbs        bool
+		cfg           bench.Config
+		asJSON        bool
+		only          string
+		cpuprofile    string
+		memprofile    string
+		inProcess     bool
+		child         string
+		dbs           bool
+		brokerProcess bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -56,6 +57,9 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 			defer stop()
 			if only != "" {
 				cfg.Scenarios = strings.Split(only, ",")
+			}
+			if brokerProcess {
+				cfg.StartBroker = startBrokerProcess
 			}
 			if slices.Contains(cfg.Scenarios, bench.SavepointScenario) {
 				cfg.Scenarios = slices.DeleteFunc(cfg.Scenarios, func(s string) bool { return s == bench.SavepointScenario })
@@ -118,8 +122,12 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 				if cfg.RoundRobinFetch {
 					order = "partitions fetched in turn"
 				}
-				fmt.Fprintf(w, "sluice bench: %d records, %d partitions, commit.interval %s, %s, %d CPUs, %s\n",
-					cfg.Records, cfg.Partitions, cfg.CommitInterval, order, runtime.NumCPU(), runtime.Version())
+				where := "the broker in each job's process"
+				if brokerProcess {
+					where = "the broker in a process of its own"
+				}
+				fmt.Fprintf(w, "sluice bench: %d records, %d partitions, commit.interval %s, %s, %s, %d CPUs, %s\n",
+					cfg.Records, cfg.Partitions, cfg.CommitInterval, order, where, runtime.NumCPU(), runtime.Version())
 			}
 			progress := func(r bench.Result) {
 				if !asJSON {
@@ -153,6 +161,7 @@ savepoint, and starting a fork from it, verifying the state after each.`,
 	cmd.Flags().StringVar(&memprofile, "memprofile", "", "write an allocation profile of the whole run (implies --in-process)")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run every scenario in this process instead of one child process each (no peak RSS then; later scenarios then run in a process the earlier runs warmed, which flatters their ratios to the pipe's first run: see PERFORMANCE.md)")
 	cmd.Flags().BoolVar(&dbs, "db-scenarios", false, "also run billing writing to PostgreSQL and to MariaDB, in two_phase and offsets mode ("+strings.Join(bench.DBScenarios, ", ")+"), on private servers started for the run (Debian packages postgresql and mariadb-server); with --only, name them")
+	cmd.Flags().BoolVar(&brokerProcess, "broker-process", false, "run each scenario's embedded broker in a process of its own, as --scaling and --nexmark do, instead of in the job's process: the job's process then holds none of the broker's logs, and cpu µs/record and peak RSS are the job's alone")
 	cmd.Flags().StringVar(&child, "child", "", "internal: run one scenario:guarantee and print its result as JSON")
 	_ = cmd.Flags().MarkHidden("child")
 	return withScaling(withNexmark(cmd))
@@ -169,7 +178,8 @@ func childRunner(ctx context.Context, cfg bench.Config, name string, g txn.Guara
 		"--records", strconv.Itoa(cfg.Records), "--partitions", strconv.Itoa(int(cfg.Partitions)),
 		"--commit-interval", cfg.CommitInterval.String(),
 		"--rate", strconv.Itoa(cfg.Rate), "--paced-for", cfg.PacedFor.String(),
-		"--cpuprofile-timed", cfg.TimedCPUProfile, "--round-robin-fetch="+strconv.FormatBool(cfg.RoundRobinFetch))
+		"--cpuprofile-timed", cfg.TimedCPUProfile, "--round-robin-fetch="+strconv.FormatBool(cfg.RoundRobinFetch),
+		"--broker-process="+strconv.FormatBool(cfg.StartBroker != nil))
 	c.Env = benchDBEnv(cfg.DBURLs)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr

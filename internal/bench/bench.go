@@ -64,6 +64,13 @@ type Config struct {
 	// many records of a key or window in one transaction. franz-go's
 	// option reaches the jobs through processor.ClientOptions.
 	RoundRobinFetch bool
+	// StartBroker, if set, starts each scenario's broker (empty, with
+	// cfg.Partitions a topic) and returns its addresses and how to stop
+	// it: `sluice bench --broker-process` starts it in a process of its
+	// own, so that the job's process holds none of the broker's logs and
+	// its CPU time is the job's alone. Unset: an embedded broker in this
+	// process.
+	StartBroker func(ctx context.Context, partitions int32) (addrs []string, stop func(), err error)
 }
 
 // Result is one scenario's measurement.
@@ -96,10 +103,10 @@ type Result struct {
 	// with Config.TimedCPUProfile.
 	CPUProfiles []string `json:"cpu_profiles,omitempty"`
 	// CPUMicrosPerRecord is the CPU time (user and system) the whole
-	// process spent in the timed run, the in-process broker included, per
-	// input record: steadier than the rate when the machine is shared, and
-	// the measure of cost when, as here, the run keeps most of every core
-	// busy.
+	// process spent in the timed run, the in-process broker included
+	// unless BrokerProcess, per input record: steadier than the rate when
+	// the machine is shared, and the measure of cost when, as here, the
+	// run keeps most of every core busy.
 	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
 	// FaultsPerRecord is the minor page faults the process took in the
 	// timed run, per input record.
@@ -117,9 +124,13 @@ type Result struct {
 	LoopShares map[string]float64 `json:"loop_shares,omitempty"`
 	// RoundRobinFetch says the run was made with Config.RoundRobinFetch.
 	RoundRobinFetch bool `json:"round_robin_fetch,omitempty"`
+	// BrokerProcess says the broker ran outside the job's process
+	// (Config.StartBroker): CPUMicrosPerRecord and PeakRSSBytes are then
+	// the job's alone.
+	BrokerProcess bool `json:"broker_process,omitempty"`
 	// PeakRSSBytes is the process's peak resident memory (VmHWM), the
-	// in-process broker included; set only when the scenario ran in a
-	// process of its own.
+	// in-process broker included unless BrokerProcess; set only when the
+	// scenario ran in a process of its own.
 	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 	// The paced run's end-to-end latency at PacedRate input records a
 	// second, in milliseconds: from when an input record was due to be
@@ -362,12 +373,11 @@ func cpuTime() time.Duration {
 func minorFaults() int64 { return usage().Minflt }
 
 func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Result, error) {
-	b, err := freshBroker(ctx, cfg)
+	addrs, stopBroker, err := startBroker(ctx, cfg)
 	if err != nil {
 		return Result{}, err
 	}
-	defer b.Close()
-	addrs := b.Addrs()
+	defer stopBroker()
 	recs, target := sc.input(cfg.Records, rand.New(rand.NewPCG(1, 2)))
 	dir, err := os.MkdirTemp("", "sluice-bench-")
 	if err != nil {
@@ -450,6 +460,7 @@ func runOne(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Resu
 		LoopShares:         shares,
 		CPUProfiles:        profile,
 		RoundRobinFetch:    cfg.RoundRobinFetch,
+		BrokerProcess:      cfg.StartBroker != nil,
 	}, nil
 }
 
@@ -478,6 +489,26 @@ func startTimedProfile(prefix, scenario string, g txn.Guarantee) (files []string
 	}, nil
 }
 
+// startBroker starts a broker with the topics every scenario uses, by
+// cfg.StartBroker or embedded in this process; the caller calls stop.
+func startBroker(ctx context.Context, cfg Config) (addrs []string, stop func(), err error) {
+	if cfg.StartBroker == nil {
+		b, err := freshBroker(ctx, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return b.Addrs(), b.Close, nil
+	}
+	if addrs, stop, err = cfg.StartBroker(ctx, cfg.Partitions); err != nil {
+		return nil, nil, err
+	}
+	if err := createTopics(ctx, cfg, addrs); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return addrs, stop, nil
+}
+
 // freshBroker starts an embedded broker with the topics every scenario
 // uses; the caller closes it.
 func freshBroker(ctx context.Context, cfg Config) (*broker.Broker, error) {
@@ -485,13 +516,20 @@ func freshBroker(ctx context.Context, cfg Config) (*broker.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range []string{"in", "in2", "table", "out", "out2", "dlq"} {
-		if err := broker.CreateTopic(ctx, b.Addrs(), t, cfg.Partitions, nil); err != nil {
-			b.Close()
-			return nil, err
-		}
+	if err := createTopics(ctx, cfg, b.Addrs()); err != nil {
+		b.Close()
+		return nil, err
 	}
 	return b, nil
+}
+
+func createTopics(ctx context.Context, cfg Config, addrs []string) error {
+	for _, t := range []string{"in", "in2", "table", "out", "out2", "dlq"} {
+		if err := broker.CreateTopic(ctx, addrs, t, cfg.Partitions, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func preload(ctx context.Context, addrs []string, recs []*kgo.Record) error {

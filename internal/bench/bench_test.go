@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-streams/sluice/internal/broker"
 	"github.com/sluice-streams/sluice/processor"
 	"github.com/sluice-streams/sluice/txn"
 )
@@ -153,5 +154,36 @@ func TestRunsGoInRounds(t *testing.T) {
 	}
 	if fmt.Sprint(c.RunsPerSecond) != "[700 350 1400]" || fmt.Sprint(c.RunsVsPipe) != "[0.7 0.7 0.7]" {
 		t.Errorf("count runs %v, of the pipe %v", c.RunsPerSecond, c.RunsVsPipe)
+	}
+}
+
+// TestStartBroker: with Config.StartBroker, each scenario run (the warm-up
+// and the timed run) gets a broker from it, runs and is verified on that
+// broker, stops it, and says so in its result.
+func TestStartBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a job on an embedded broker")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var started, stopped int
+	cfg := Config{Records: 2000, Partitions: 2, CommitInterval: 20 * time.Millisecond,
+		StartBroker: func(ctx context.Context, partitions int32) ([]string, func(), error) {
+			b, err := broker.Start(broker.Config{Listen: "127.0.0.1:0", Partitions: int(partitions)})
+			if err != nil {
+				return nil, nil, err
+			}
+			started++
+			return b.Addrs(), func() { stopped++; b.Close() }, nil
+		}}
+	res, err := RunScenario(ctx, cfg, "stateless", txn.ExactlyOnce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started != 2 || stopped != 2 {
+		t.Errorf("%d brokers started and %d stopped, want the warm-up's and the run's", started, stopped)
+	}
+	if !res.BrokerProcess || !strings.Contains(res.Note, "verified: 2000 outputs, exactly") {
+		t.Errorf("result %+v", res)
 	}
 }

@@ -66,12 +66,11 @@ type Latency struct {
 const probeKey = "probe"
 
 func runPaced(ctx context.Context, cfg Config, sc scenario, g txn.Guarantee) (Latency, error) {
-	b, err := freshBroker(ctx, cfg)
+	addrs, stopBroker, err := startBroker(ctx, cfg)
 	if err != nil {
 		return Latency{}, err
 	}
-	defer b.Close()
-	addrs := b.Addrs()
+	defer stopBroker()
 	n := int(float64(cfg.Rate) * cfg.PacedFor.Seconds())
 	if n < 1 {
 		return Latency{}, fmt.Errorf("bench: paced run of %v at %d records/s has no records", cfg.PacedFor, cfg.Rate)

@@ -95,12 +95,11 @@ func RunSavepoint(ctx context.Context, cfg Config) (SavepointResult, error) {
 	if n <= 0 {
 		return out, errors.New("bench: savepoint: records must be positive")
 	}
-	b, err := freshBroker(ctx, cfg)
+	addrs, stopBroker, err := startBroker(ctx, cfg)
 	if err != nil {
 		return out, err
 	}
-	defer b.Close()
-	addrs := b.Addrs()
+	defer stopBroker()
 	// In chunks: 10,000,000 records held at once would take gigabytes.
 	for from := 0; from < n; from += savepointChunk {
 		recs, _ := unique(min(savepointChunk, n-from), nil)
