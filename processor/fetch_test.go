@@ -18,19 +18,22 @@ import (
 	"github.com/sluice-streams/sluice/topology"
 )
 
-// TestMaxPartitionFetchBytes: every partition the instance fetches it asks
-// for at most max.partition.fetch.bytes, 64 KiB by default and the
-// option's value when given, not franz-go's 1 MiB; and with fetches far
-// smaller than the input's batches every record is still copied exactly
-// once.
-func TestMaxPartitionFetchBytes(t *testing.T) {
+// TestFetchSettings: every partition the instance fetches it asks for at
+// most max.partition.fetch.bytes, 64 KiB by default and the option's value
+// when given, not franz-go's 1 MiB; every fetch waits at the broker at
+// most DefaultFetchMaxWait (500ms, not franz-go's 5s) or the wait a
+// ClientOptions gives; and with fetches far smaller than the input's
+// batches every record is still copied exactly once.
+func TestFetchSettings(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts []processor.Opt
-		want int32
+		want int32 // bytes a partition
+		wait int32 // ms
 	}{
-		{"default", nil, processor.DefaultMaxPartitionFetchBytes},
-		{"16KiB", []processor.Opt{processor.MaxPartitionFetchBytes(16 << 10)}, 16 << 10},
+		{"default", nil, processor.DefaultMaxPartitionFetchBytes, int32(processor.DefaultFetchMaxWait / time.Millisecond)},
+		{"16KiB", []processor.Opt{processor.MaxPartitionFetchBytes(16 << 10)}, 16 << 10, int32(processor.DefaultFetchMaxWait / time.Millisecond)},
+		{"wait200ms", []processor.Opt{processor.ClientOptions(kgo.FetchMaxWait(200 * time.Millisecond))}, processor.DefaultMaxPartitionFetchBytes, 200},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := processor.HookedBroker(t)
@@ -40,6 +43,7 @@ func TestMaxPartitionFetchBytes(t *testing.T) {
 				counting atomic.Bool
 				mu       sync.Mutex
 				seen     = map[int32]int{} // partitions' bounds in the fetches → how many
+				waits    = map[int32]int{} // the fetches' waits → how many
 			)
 			counting.Store(true)
 			cluster := b.Cluster()
@@ -50,7 +54,14 @@ func TestMaxPartitionFetchBytes(t *testing.T) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				for _, ft := range req.(*kmsg.FetchRequest).Topics {
+				fr := req.(*kmsg.FetchRequest)
+				if fr.SessionEpoch != -1 || len(fr.Topics) > 0 {
+					// Not the fetch that closes a fetch session as
+					// its client closes, which franz-go sends with
+					// a wait of 1ms.
+					waits[fr.MaxWaitMillis]++
+				}
+				for _, ft := range fr.Topics {
 					for _, fp := range ft.Partitions {
 						seen[fp.PartitionMaxBytes]++
 					}
@@ -103,7 +114,10 @@ func TestMaxPartitionFetchBytes(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(seen) != 1 || seen[c.want] == 0 {
-				t.Fatalf("partitions fetched by their bound: %v, want all %d", seen, c.want)
+				t.Errorf("partitions fetched by their bound: %v, want all %d", seen, c.want)
+			}
+			if len(waits) != 1 || waits[c.wait] == 0 {
+				t.Errorf("fetches by their wait (ms): %v, want all %d", waits, c.wait)
 			}
 		})
 	}

@@ -280,9 +280,10 @@ func IdleTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleTimeo
 // ClientOptions adds franz-go options to every Kafka client the App creates
 // (the session's consumer and producer, the admin client, the restore and
 // global-table consumers): the connection's security (kgo.DialTLSConfig,
-// kgo.SASL), a dialer, a client id, timeouts. Repeated calls add up. They
-// come after the seed brokers and before the options each client sets for
-// itself, so that they cannot switch off what sluice's guarantees rest on
+// kgo.SASL), a dialer, a client id, timeouts, a fetch's wait at the broker
+// (kgo.FetchMaxWait; default DefaultFetchMaxWait). Repeated calls add up.
+// They come after the seed brokers and sluice's fetch defaults and before
+// the options each client sets for itself, so that they cannot switch off what sluice's guarantees rest on
 // (the consumer group, the transactional id, read_committed); options that
 // consume, produce or join a group are not meant for this. Default: none.
 // The Java client's equivalents are security.protocol, ssl.* and sasl.*.
@@ -300,15 +301,25 @@ func ClientHooks(hooks ...kgo.Hook) Opt {
 	return opt(func(c *config) { c.hooks = append(c.hooks, hooks...) })
 }
 
+// DefaultFetchMaxWait is how long a fetch may wait at a broker for records
+// (the Java consumer's fetch.max.wait.ms and its default, 500ms), in place
+// of franz-go's 5s. A broker holds a fetch whose partitions have no
+// records for the whole wait, and franz-go adds partitions to a client's
+// consumption without interrupting the fetch in flight: with 5s, a table
+// join whose table was at its end began to process its stream 5s after
+// its tasks opened (DESIGN.md, beside max.partition.fetch.bytes). A
+// ClientOptions' kgo.FetchMaxWait sets another.
+const DefaultFetchMaxWait = 500 * time.Millisecond
+
 // kgoOpts returns the options of one client: the seed brokers, the Kafka
 // client's log at debug level (clientlog.go), max.partition.fetch.bytes,
-// the user's ClientOptions, then the client's own options, which win over
-// the user's (franz-go applies options in order).
+// DefaultFetchMaxWait, the user's ClientOptions, then the client's own
+// options, which win over the user's (franz-go applies options in order).
 func (c *config) kgoOpts(own ...kgo.Opt) []kgo.Opt {
-	opts := make([]kgo.Opt, 0, 3+len(c.clientOpts)+len(own))
+	opts := make([]kgo.Opt, 0, 4+len(c.clientOpts)+len(own))
 	opts = append(opts, kgo.SeedBrokers(c.brokers...))
 	opts = append(opts, clientLogOpts(c.logger)...)
-	opts = append(opts, kgo.FetchMaxPartitionBytes(int32(c.partFetchBytes)))
+	opts = append(opts, kgo.FetchMaxPartitionBytes(int32(c.partFetchBytes)), kgo.FetchMaxWait(DefaultFetchMaxWait))
 	opts = append(opts, c.clientOpts...)
 	return append(opts, own...)
 }

@@ -751,13 +751,13 @@ func runPipe(ctx context.Context, e jobEnv, onExit func(error)) (job, error) {
 	g, interval := e.g, e.interval
 	group := "pipe-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// The client's settings are sluice's where they are not sluice's work:
-	// no linger, and max.partition.fetch.bytes's default (with franz-go's
+	// no linger, max.partition.fetch.bytes's default (with franz-go's
 	// 1 MiB the pipe ran 1.4 to 1.8 times slower here: PERFORMANCE.md,
-	// session 30).
+	// session 30) and the fetch's wait.
 	sess, err := txn.NewSession(g, group+"-txn", append([]kgo.Opt{
 		kgo.SeedBrokers(e.addrs...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1 << 20),
-		kgo.FetchMaxPartitionBytes(processor.DefaultMaxPartitionFetchBytes)}, e.client...)...)
+		kgo.FetchMaxPartitionBytes(processor.DefaultMaxPartitionFetchBytes), kgo.FetchMaxWait(processor.DefaultFetchMaxWait)}, e.client...)...)
 	if err != nil {
 		return job{}, err
 	}
