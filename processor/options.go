@@ -283,9 +283,10 @@ func IdleTimeout(d time.Duration) Opt { return opt(func(c *config) { c.idleTimeo
 // kgo.SASL), a dialer, a client id, timeouts, a fetch's wait at the broker
 // (kgo.FetchMaxWait; default DefaultFetchMaxWait). Repeated calls add up.
 // They come after the seed brokers and sluice's fetch defaults and before
-// the options each client sets for itself, so that they cannot switch off what sluice's guarantees rest on
-// (the consumer group, the transactional id, read_committed); options that
-// consume, produce or join a group are not meant for this. Default: none.
+// the options each client sets for itself, so that they cannot switch off
+// what sluice's guarantees rest on (the consumer group, the transactional
+// id, read_committed); options that consume, produce or join a group are
+// not meant for this. Default: none.
 // The Java client's equivalents are security.protocol, ssl.* and sasl.*.
 func ClientOptions(opts ...kgo.Opt) Opt {
 	return opt(func(c *config) { c.clientOpts = append(c.clientOpts, opts...) })
