@@ -41,18 +41,12 @@ func PeakRSS() int64 {
 	return 0
 }
 
-// goSamples are the metrics GoBytes reads: all the memory the runtime
-// has mapped, and of it what it has released to the OS.
-var goSamples = [...]string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
-
 // GoBytes is the Go runtime's memory now as runtime/debug.SetMemoryLimit
 // counts it: mapped and not released (heap, stacks, the runtime's
-// metadata).
+// metadata): all the memory the runtime has mapped, less what of it it
+// has released to the OS.
 func GoBytes() int64 {
-	s := [len(goSamples)]metrics.Sample{}
-	for i, n := range goSamples {
-		s[i].Name = n
-	}
+	s := [...]metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
 	metrics.Read(s[:])
 	return int64(s[0].Value.Uint64() - s[1].Value.Uint64())
 }
